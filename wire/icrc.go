@@ -1,0 +1,167 @@
+// The invariant CRC of RoCEv2: CRC-32 (IEEE) over a masked copy of the IP
+// and UDP headers and the transport packet, so that fields routers may change
+// (TOS/traffic class, TTL/hop limit, flow label, IPv4 checksum, UDP checksum,
+// BTH FECN/BECN byte) do not invalidate it. The masked prefix is built on the
+// stack and the payload is hashed in place: no allocation, and hash/crc32 uses
+// the CPU's carry-less multiply where it has one.
+
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net/netip"
+)
+
+// UDPPort is the IANA port of RoCEv2.
+const UDPPort = 4791
+
+// IPv4DontFragment is the IPv4 flags/fragment-offset value with DF set and no
+// offset. Linux sends it, with Identification 0, from an unconnected UDP
+// socket with IP_PMTUDISC_DO; that makes the ICRC of our IPv4 packets
+// computable before the kernel adds the IP header.
+const IPv4DontFragment = 0x4000
+
+// Framing is what the ICRC needs to know of a packet's IP and UDP headers.
+// Src and Dst are both IPv4 (plain or IPv4-mapped) or both IPv6.
+type Framing struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+	// IPv4 only: the Identification and the flags/fragment offset field
+	// (IPv4DontFragment for packets this stack sends).
+	IPv4ID, IPv4Frag uint16
+}
+
+// IsIPv4 reports whether the framing is IPv4.
+func (f *Framing) IsIPv4() bool { return f.Src.Unmap().Is4() }
+
+// ErrFraming is wrapped by errors about IP/UDP framing.
+var ErrFraming = errors.New("wire: bad IP/UDP framing")
+
+var ffPrefix = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// ICRC computes the invariant CRC of pkt (BTH through ICRC; the last four
+// bytes, the ICRC itself, are not hashed) as framed by f. It returns 0 for a
+// packet shorter than a BTH and its ICRC.
+func ICRC(f *Framing, pkt []byte) uint32 {
+	if len(pkt) < BTHLen+ICRCLen {
+		return 0
+	}
+	var hdr [8 + 40 + 8 + BTHLen]byte
+	copy(hdr[:8], ffPrefix[:])
+	n := 8
+	udpLen := 8 + len(pkt)
+	src, dst := f.Src.Unmap(), f.Dst.Unmap()
+	if src.Is4() {
+		h := hdr[n : n+20]
+		h[0] = 0x45
+		h[1] = 0xff // TOS
+		binary.BigEndian.PutUint16(h[2:], uint16(20+udpLen))
+		binary.BigEndian.PutUint16(h[4:], f.IPv4ID)
+		binary.BigEndian.PutUint16(h[6:], f.IPv4Frag)
+		h[8] = 0xff // TTL
+		h[9] = 17
+		h[10], h[11] = 0xff, 0xff // header checksum
+		s, d := src.As4(), dst.As4()
+		copy(h[12:], s[:])
+		copy(h[16:], d[:])
+		n += 20
+	} else {
+		h := hdr[n : n+40]
+		h[0], h[1], h[2], h[3] = 0x6f, 0xff, 0xff, 0xff // version, TC, flow label
+		binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
+		h[6] = 17
+		h[7] = 0xff // hop limit
+		s, d := f.Src.As16(), f.Dst.As16()
+		copy(h[8:], s[:])
+		copy(h[24:], d[:])
+		n += 40
+	}
+	u := hdr[n : n+8]
+	binary.BigEndian.PutUint16(u[0:], f.SrcPort)
+	binary.BigEndian.PutUint16(u[2:], f.DstPort)
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0xff, 0xff // UDP checksum
+	n += 8
+	copy(hdr[n:], pkt[:BTHLen])
+	hdr[n+4] = 0xff // FECN, BECN, reserved
+	n += BTHLen
+	crc := crc32.ChecksumIEEE(hdr[:n])
+	return crc32.Update(crc, crc32.IEEETable, pkt[BTHLen:len(pkt)-ICRCLen])
+}
+
+// Seal computes the ICRC of pkt and stores it in its last four bytes.
+func Seal(f *Framing, pkt []byte) {
+	if len(pkt) < BTHLen+ICRCLen {
+		return
+	}
+	binary.LittleEndian.PutUint32(pkt[len(pkt)-ICRCLen:], ICRC(f, pkt))
+}
+
+// VerifyICRC reports whether the ICRC carried in pkt is right for framing f.
+func VerifyICRC(f *Framing, pkt []byte) bool {
+	if len(pkt) < BTHLen+ICRCLen {
+		return false
+	}
+	return binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) == ICRC(f, pkt)
+}
+
+// SplitIP parses an IPv4 or IPv6 packet carrying UDP (no IPv4 options, no
+// IPv6 extension headers) and returns its framing and the UDP payload. It is
+// for packets read from captures or raw sockets.
+func SplitIP(ip []byte) (Framing, []byte, error) {
+	var f Framing
+	if len(ip) < 1 {
+		return f, nil, fmt.Errorf("%w: empty packet", ErrFraming)
+	}
+	var l4 []byte
+	switch ip[0] >> 4 {
+	case 4:
+		if len(ip) < 20 {
+			return f, nil, fmt.Errorf("%w: %d bytes is shorter than an IPv4 header", ErrFraming, len(ip))
+		}
+		if ip[0]&0x0F != 5 {
+			return f, nil, fmt.Errorf("%w: IPv4 header length %d words (options unsupported)", ErrFraming, ip[0]&0x0F)
+		}
+		if ip[9] != 17 {
+			return f, nil, fmt.Errorf("%w: IPv4 protocol %d is not UDP", ErrFraming, ip[9])
+		}
+		tl := int(binary.BigEndian.Uint16(ip[2:]))
+		if tl < 28 || tl > len(ip) {
+			return f, nil, fmt.Errorf("%w: IPv4 total length %d with %d bytes present", ErrFraming, tl, len(ip))
+		}
+		f.Src = netip.AddrFrom4([4]byte(ip[12:16]))
+		f.Dst = netip.AddrFrom4([4]byte(ip[16:20]))
+		f.IPv4ID = binary.BigEndian.Uint16(ip[4:])
+		f.IPv4Frag = binary.BigEndian.Uint16(ip[6:])
+		l4 = ip[20:tl]
+	case 6:
+		if len(ip) < 40 {
+			return f, nil, fmt.Errorf("%w: %d bytes is shorter than an IPv6 header", ErrFraming, len(ip))
+		}
+		if ip[6] != 17 {
+			return f, nil, fmt.Errorf("%w: IPv6 next header %d is not UDP", ErrFraming, ip[6])
+		}
+		pl := int(binary.BigEndian.Uint16(ip[4:]))
+		if pl < 8 || 40+pl > len(ip) {
+			return f, nil, fmt.Errorf("%w: IPv6 payload length %d with %d bytes present", ErrFraming, pl, len(ip)-40)
+		}
+		f.Src = netip.AddrFrom16([16]byte(ip[8:24]))
+		f.Dst = netip.AddrFrom16([16]byte(ip[24:40]))
+		l4 = ip[40 : 40+pl]
+	default:
+		return f, nil, fmt.Errorf("%w: IP version %d", ErrFraming, ip[0]>>4)
+	}
+	if len(l4) < 8 {
+		return f, nil, fmt.Errorf("%w: %d bytes is shorter than a UDP header", ErrFraming, len(l4))
+	}
+	ul := int(binary.BigEndian.Uint16(l4[4:]))
+	if ul != len(l4) {
+		return f, nil, fmt.Errorf("%w: UDP length %d, IP says %d", ErrFraming, ul, len(l4))
+	}
+	f.SrcPort = binary.BigEndian.Uint16(l4[0:])
+	f.DstPort = binary.BigEndian.Uint16(l4[2:])
+	return f, l4[8:], nil
+}

@@ -1,0 +1,97 @@
+// Typed number spaces of the InfiniBand transport: 24-bit PSNs and QPNs with
+// wrapping arithmetic, partition and queue keys, memory keys and the MSN.
+
+package wire
+
+import "fmt"
+
+// Mask24 keeps the low 24 bits of a value; PSNs, QPNs and MSNs are 24 bits.
+const Mask24 = 1<<24 - 1
+
+// PSN is a 24-bit packet sequence number. Arithmetic wraps modulo 2^24 and
+// comparisons use the signed 24-bit distance, as the IBTA requires.
+type PSN uint32
+
+// Add returns p+n modulo 2^24. n may be negative.
+func (p PSN) Add(n int) PSN { return PSN((int64(p) + int64(n)) & Mask24) }
+
+// Diff returns the signed distance p-q in the range [-2^23, 2^23).
+func (p PSN) Diff(q PSN) int32 { return int32(uint32(p)<<8-uint32(q)<<8) >> 8 }
+
+// Before reports whether p comes strictly before q in sequence space.
+func (p PSN) Before(q PSN) bool { return p.Diff(q) < 0 }
+
+// After reports whether p comes strictly after q in sequence space.
+func (p PSN) After(q PSN) bool { return p.Diff(q) > 0 }
+
+// Valid reports whether p fits in 24 bits.
+func (p PSN) Valid() bool { return p <= Mask24 }
+
+// QPN is a 24-bit queue pair number.
+type QPN uint32
+
+// Well-known queue pair numbers.
+const (
+	QP0 QPN = 0 // subnet management QP (not used on RoCE)
+	QP1 QPN = 1 // general services interface (GSI): CM MADs travel here
+	// QPMulticast is the destination QPN of multicast packets.
+	QPMulticast QPN = 0xFFFFFF
+)
+
+// Valid reports whether n fits in 24 bits.
+func (n QPN) Valid() bool { return n <= Mask24 }
+
+func (n QPN) String() string { return fmt.Sprintf("0x%06x", uint32(n)) }
+
+// PKey is a 16-bit partition key. The high bit marks full membership.
+type PKey uint16
+
+// DefaultPKey is the default partition key, full member.
+const DefaultPKey PKey = 0xFFFF
+
+// Full reports whether the key carries full membership.
+func (k PKey) Full() bool { return k&0x8000 != 0 }
+
+// Base returns the 15-bit partition number without the membership bit.
+func (k PKey) Base() uint16 { return uint16(k) & 0x7FFF }
+
+// Matches reports whether packets with key k may be accepted by a QP with key
+// q: the partition numbers must be equal, at least one side must be a full
+// member, and the invalid partition 0 never matches (IBTA 10.9.3).
+func (k PKey) Matches(q PKey) bool {
+	if k.Base() == 0 || k.Base() != q.Base() {
+		return false
+	}
+	return k.Full() || q.Full()
+}
+
+func (k PKey) String() string { return fmt.Sprintf("0x%04x", uint16(k)) }
+
+// QKey is a 32-bit queue key, checked on UD and GSI receives.
+type QKey uint32
+
+// GSIQKey is the well-known Q_Key of QP1.
+const GSIQKey QKey = 0x80010000
+
+// Controlled reports whether the high-order bit is set. In a UD work request
+// such a key means "use the QP's own Q_Key" and a QP may not send it.
+func (k QKey) Controlled() bool { return k&0x80000000 != 0 }
+
+// LKey is a local memory key, used in scatter/gather elements.
+type LKey uint32
+
+// RKey is a remote memory key carried in RETH, AtomicETH and IETH.
+type RKey uint32
+
+// Index returns the 24-bit table index part of a key; the low 8 bits are a
+// variant the owner may change on re-registration.
+func (k LKey) Index() uint32 { return uint32(k) >> 8 }
+
+// Index returns the 24-bit table index part of a key.
+func (k RKey) Index() uint32 { return uint32(k) >> 8 }
+
+// MSN is a 24-bit message sequence number carried in AETH.
+type MSN uint32
+
+// Add returns m+n modulo 2^24.
+func (m MSN) Add(n int) MSN { return MSN((int64(m) + int64(n)) & Mask24) }
