@@ -1,0 +1,124 @@
+// Package link moves RoCEv2 packets between devices. A Link sends batches of
+// packets (BTH through ICRC) to UDP endpoints and hands batches of received
+// packets to a Handler. Links own the IP/UDP framing, so they seal the ICRC of
+// outgoing packets and check it on incoming ones, by a policy each link
+// documents.
+//
+// Implementations: link/udp (RoCEv2 over kernel UDP sockets, IPv4 and IPv6)
+// and link/loop (an in-process wire with seeded faults, for tests).
+package link
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
+
+// BufSize is the capacity of a packet buffer: the largest RoCEv2 packet of a
+// 4096-byte path MTU (payload, the longest header chain, pad and ICRC), with
+// room to spare.
+const BufSize = 4096 + 128
+
+// DefaultPort is the RoCEv2 UDP destination port.
+const DefaultPort = 4791
+
+// Packet is one RoCEv2 packet and its UDP endpoints.
+type Packet struct {
+	// Buf has capacity BufSize; Buf[:N] is the packet, BTH through ICRC.
+	Buf []byte
+	N   int
+	// Src and Dst are the UDP endpoints. On send, Dst is the peer and Src.Addr
+	// one of the link's local addresses (its port is ignored: the link fills
+	// it). On receive both are set by the link.
+	Src, Dst netip.AddrPort
+}
+
+// Data returns the packet bytes, Buf[:N].
+func (p *Packet) Data() []byte { return p.Buf[:p.N] }
+
+var pool = sync.Pool{New: func() any { return &Packet{Buf: make([]byte, BufSize)} }}
+
+// Get returns an empty packet from the shared pool.
+func Get() *Packet {
+	p := pool.Get().(*Packet)
+	p.N = 0
+	return p
+}
+
+// Put returns a packet to the shared pool. The caller must not use it again.
+func Put(p *Packet) {
+	if p == nil || cap(p.Buf) < BufSize {
+		return
+	}
+	p.Buf = p.Buf[:BufSize]
+	pool.Put(p)
+}
+
+// Handler receives batches of packets from a link. It is called from the
+// link's receive goroutine(s); the batch and its packets belong to the link
+// and are valid only until Receive returns.
+type Handler interface {
+	Receive(batch []*Packet)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(batch []*Packet)
+
+// Receive calls f(batch).
+func (f HandlerFunc) Receive(batch []*Packet) { f(batch) }
+
+// Link is a bidirectional packet transport for one device.
+type Link interface {
+	// Addrs returns the local IP addresses, in the order the device lists
+	// them as GIDs.
+	Addrs() []netip.Addr
+	// Port returns the local UDP port packets are sent from and received on.
+	Port() uint16
+	// Send seals each packet's ICRC and transmits the batch. It does not
+	// retain the packets; the caller may reuse them when Send returns. An
+	// error reports packets that could not be handed to the network; RoCE
+	// treats them as lost.
+	Send(batch []*Packet) error
+	// Start begins delivering received packets to h. It may be called once.
+	Start(h Handler) error
+	// Stats returns counters of the link's traffic and drops.
+	Stats() Stats
+	// Close stops the link; its goroutines have exited when Close returns.
+	Close() error
+}
+
+// Stats counts a link's traffic.
+type Stats struct {
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+	TxErrors           uint64 // packets the network refused
+	RxBadICRC          uint64 // dropped: ICRC mismatch
+	RxMalformed        uint64 // dropped: too short or bad framing
+	RxICRCUnchecked    uint64 // accepted without an ICRC check (see the link's policy)
+	Dropped            uint64 // dropped by fault injection (loop only)
+}
+
+// Counters is a set of atomic counters a link can embed and snapshot.
+type Counters struct {
+	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors atomic.Uint64
+	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped atomic.Uint64
+}
+
+// Snapshot returns the current values.
+func (c *Counters) Snapshot() Stats {
+	return Stats{
+		TxPackets: c.TxPackets.Load(), TxBytes: c.TxBytes.Load(),
+		RxPackets: c.RxPackets.Load(), RxBytes: c.RxBytes.Load(),
+		TxErrors: c.TxErrors.Load(), RxBadICRC: c.RxBadICRC.Load(),
+		RxMalformed: c.RxMalformed.Load(), RxICRCUnchecked: c.RxICRCUnchecked.Load(),
+		Dropped: c.Dropped.Load(),
+	}
+}
+
+// Errors returned by links.
+var (
+	ErrClosed  = errors.New("link: closed")
+	ErrStarted = errors.New("link: already started")
+	ErrAddress = errors.New("link: address not usable")
+)
