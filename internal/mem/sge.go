@@ -1,0 +1,84 @@
+// Scatter/gather: payload bytes flow between packets and the SGE lists of
+// work requests, each SGE checked against the key table as it is reached.
+
+package mem
+
+import "github.com/softrdma/softrdma/wire"
+
+// SGE is a scatter/gather element of a work request: Length bytes at
+// address Addr of the region with local key LKey (struct ibv_sge).
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   wire.LKey
+}
+
+// TotalLength returns the sum of the SGE lengths.
+func TotalLength(sges []SGE) uint64 {
+	var n uint64
+	for i := range sges {
+		n += uint64(sges[i].Length)
+	}
+	return n
+}
+
+// Gather copies len(dst) bytes, starting at byte offset off of the message
+// described by the concatenation of sges, into dst. It is a local read, so it
+// needs no access flag. See Scatter for the checks and errors.
+func (t *Table) Gather(dst []byte, pd PD, sges []SGE, off int) error {
+	return t.copySGEs(dst, pd, sges, off, false)
+}
+
+// Scatter copies src into the message described by the concatenation of
+// sges, starting at byte offset off. Every SGE region must have LocalWrite.
+//
+// Each SGE the copy reaches is checked whole with Local, so an SGE that is
+// partly outside its region fails even if the copy would not reach the bad
+// part; SGEs of length zero and SGEs the copy does not reach are not looked
+// at (as in rxe's copy_data). It fails with the first check's error, or with
+// ErrLength if off < 0 or the list holds fewer than off+len(src) bytes; on
+// error some bytes may already have been copied. It allocates nothing.
+func (t *Table) Scatter(src []byte, pd PD, sges []SGE, off int) error {
+	return t.copySGEs(src, pd, sges, off, true)
+}
+
+func (t *Table) copySGEs(buf []byte, pd PD, sges []SGE, off int, write bool) error {
+	if off < 0 {
+		return ErrLength
+	}
+	skip := uint64(off)
+	if len(buf) == 0 {
+		if skip > TotalLength(sges) {
+			return ErrLength
+		}
+		return nil
+	}
+	need := Access(0)
+	if write {
+		need = LocalWrite
+	}
+	for i := range sges {
+		s := &sges[i]
+		l := uint64(s.Length)
+		if skip >= l {
+			skip -= l
+			continue
+		}
+		mem, err := t.local(s.LKey, pd, s.Addr, l, need)
+		if err != nil {
+			return err
+		}
+		var c int
+		if write {
+			c = copy(mem[skip:], buf)
+		} else {
+			c = copy(buf, mem[skip:])
+		}
+		buf = buf[c:]
+		if len(buf) == 0 {
+			return nil
+		}
+		skip = 0
+	}
+	return ErrLength
+}

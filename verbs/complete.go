@@ -1,0 +1,323 @@
+// The completer: ACKs, NAKs, read responses and atomic ACKs retire send WQEs
+// in order; PSN sequence NAKs and ACK timeouts rewind the requester for a
+// go-back-N retransmission; RNR NAKs pause it for the RNR timer.
+
+package verbs
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/softrdma/softrdma/wire"
+)
+
+func isRdAtomic(op WROpcode) bool {
+	return op == WRRDMARead || op == WRAtomicCmpAndSwp || op == WRAtomicFetchAndAdd
+}
+
+// handleResponseLocked processes a response packet at the requester.
+func (qp *QP) handleResponseLocked(pkt wire.Packet) {
+	if qp.typ != RC || qp.state == StateErr {
+		return
+	}
+	psn := pkt.BTH().PSN()
+	// Only PSNs of requests outstanding are meaningful; anything else is a
+	// stale duplicate (IBTA 9.7.5.2.?: ghost responses are dropped).
+	if psn.Before(qp.req.ackedPSN.Add(-1)) || !psn.Before(qp.req.psn) {
+		qp.dev.stats.RxDuplicate.Add(1)
+		return
+	}
+	switch pkt.Opcode() {
+	case wire.RCAcknowledge:
+		qp.handleAckLocked(pkt.AETH().Syndrome(), psn)
+	case wire.RCAtomicAcknowledge:
+		qp.handleAtomicAckLocked(psn, pkt.AtomicAckETH().Orig())
+	default:
+		qp.handleReadResponseLocked(pkt)
+	}
+	if qp.state == StateRTS || qp.state == StateSQD {
+		qp.progressLocked()
+	}
+}
+
+func (qp *QP) handleAckLocked(syn wire.Syndrome, psn wire.PSN) {
+	switch {
+	case syn.IsACK():
+		qp.ackUpToLocked(psn)
+	case syn.IsRNR():
+		qp.ackUpToLocked(psn.Add(-1))
+		w := qp.wqeForPSNLocked(psn)
+		if w == nil {
+			return
+		}
+		if qp.attr.RNRRetry != 7 {
+			if qp.req.rnrLeft == 0 {
+				qp.failSendLocked(w, RNRRetryExcErr)
+				return
+			}
+			qp.req.rnrLeft--
+		}
+		qp.rewindLocked(psn)
+		qp.req.rnrWait = true
+		qp.req.deadline = 0
+		if qp.rnrT != nil {
+			qp.rnrT.Stop()
+		}
+		qp.rnrT = qp.dev.clk.AfterFunc(syn.RNRTimer(), qp.onRNRTimer)
+	case syn.IsNAK():
+		qp.ackUpToLocked(psn.Add(-1))
+		if syn.NAKCode() == wire.NAKPSNSequence {
+			if !psn.Before(qp.req.psn) {
+				return
+			}
+			qp.rewindLocked(psn)
+			return
+		}
+		w := qp.wqeForPSNLocked(psn)
+		if w == nil {
+			return
+		}
+		status := RemOpErr
+		switch syn.NAKCode() {
+		case wire.NAKInvalidReq:
+			status = RemInvReqErr
+		case wire.NAKRemoteAccess:
+			status = RemAccessErr
+		}
+		qp.failSendLocked(w, status)
+	}
+}
+
+// wqeForPSNLocked returns the outstanding WQE whose PSN range holds psn.
+func (qp *QP) wqeForPSNLocked(psn wire.PSN) *swqe {
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqePosted {
+			return nil
+		}
+		if w.state == wqeDone {
+			continue
+		}
+		if !psn.Before(w.firstPSN) && !psn.After(w.lastPSN) {
+			return w
+		}
+	}
+	return nil
+}
+
+// ackUpToLocked applies an acknowledgement of every PSN up to psn.
+func (qp *QP) ackUpToLocked(psn wire.PSN) {
+	if psn.Before(qp.req.ackedPSN) {
+		return // nothing new
+	}
+	progress := false
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqePosted {
+			break
+		}
+		if w.state == wqeDone {
+			continue
+		}
+		if psn.Before(w.firstPSN) {
+			break
+		}
+		if isRdAtomic(w.op) {
+			// A later PSN is acknowledged but this read or atomic has no
+			// response yet: the response was lost. Ask again.
+			if psn.After(w.lastPSN) || (w.op != WRRDMARead && !psn.Before(w.firstPSN)) {
+				qp.ackedTo(w.firstPSN.Add(w.readPkts))
+				qp.rewindLocked(w.firstPSN.Add(w.readPkts))
+				return
+			}
+			break
+		}
+		if psn.Before(w.lastPSN) || w.state != wqeSent {
+			break // partly acknowledged
+		}
+		qp.completeSendLocked(w, Success)
+		progress = true
+	}
+	qp.ackedTo(psn.Add(1))
+	if progress {
+		qp.req.retryLeft = int(qp.attr.RetryCnt)
+		qp.req.rnrLeft = int(qp.attr.RNRRetry)
+	}
+}
+
+// ackedTo moves the oldest unacknowledged PSN forward to p.
+func (qp *QP) ackedTo(p wire.PSN) {
+	if p.After(qp.req.ackedPSN) && !p.After(qp.req.psn) {
+		qp.req.ackedPSN = p
+		qp.refreshDeadlineLocked()
+	}
+}
+
+func (qp *QP) handleAtomicAckLocked(psn wire.PSN, orig uint64) {
+	w := qp.wqeForPSNLocked(psn)
+	if w == nil || (w.op != WRAtomicCmpAndSwp && w.op != WRAtomicFetchAndAdd) || w.state != wqeSent {
+		qp.dev.stats.RxDuplicate.Add(1)
+		return
+	}
+	qp.ackUpToLocked(psn.Add(-1))
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], orig)
+	if err := qp.dev.mrs.Scatter(b[:], qp.pd.id, w.sgl, 0); err != nil {
+		qp.failSendLocked(w, LocProtErr)
+		return
+	}
+	qp.completeSendLocked(w, Success)
+	qp.ackedTo(psn.Add(1))
+	qp.req.retryLeft = int(qp.attr.RetryCnt)
+	qp.req.rnrLeft = int(qp.attr.RNRRetry)
+}
+
+func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
+	psn := pkt.BTH().PSN()
+	info := pkt.Info()
+	w := qp.wqeForPSNLocked(psn)
+	if w == nil || w.op != WRRDMARead || (w.state != wqeSent && w.state != wqeSending) {
+		qp.dev.stats.RxDuplicate.Add(1)
+		return
+	}
+	want := w.firstPSN.Add(w.readPkts)
+	if psn != want {
+		if psn.After(want) && !qp.req.readRetry {
+			// Responses were lost: ask for the rest again, once.
+			qp.dev.stats.RxOutOfSeq.Add(1)
+			qp.req.readRetry = true
+			qp.rewindLocked(want)
+		}
+		return
+	}
+	qp.req.readRetry = false
+	qp.ackUpToLocked(w.firstPSN.Add(-1))
+	payload := pkt.Payload()
+	off := w.readPkts * qp.mtu
+	rem := w.length - off
+	okLen := len(payload) == min(rem, qp.mtu)
+	if info.Is(wire.FlagComplete) != (rem <= qp.mtu) || !okLen {
+		qp.failSendLocked(w, BadRespErr)
+		return
+	}
+	if len(payload) > 0 {
+		if err := qp.dev.mrs.Scatter(payload, qp.pd.id, w.sgl, off); err != nil {
+			qp.failSendLocked(w, LocProtErr)
+			return
+		}
+	}
+	w.readPkts++
+	qp.req.retryLeft = int(qp.attr.RetryCnt)
+	qp.refreshDeadlineLocked()
+	if info.Is(wire.FlagComplete) {
+		qp.completeSendLocked(w, Success)
+		qp.ackedTo(w.lastPSN.Add(1))
+	}
+}
+
+// rewindLocked goes back to psn: the WQE holding it and every later started
+// WQE will be sent again from there (go-back-N). PSNs of WQEs do not change.
+func (qp *QP) rewindLocked(psn wire.PSN) {
+	found := false
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqePosted {
+			break
+		}
+		if w.state == wqeDone {
+			continue
+		}
+		if !found {
+			if psn.After(w.lastPSN) {
+				continue
+			}
+			found = true
+			qp.sq.cur = i
+			qp.req.psn = psn
+			if psn.Before(w.firstPSN) {
+				qp.req.psn = w.firstPSN
+			}
+			w.state = wqeSending
+			if !isRdAtomic(w.op) {
+				w.sent = int(qp.req.psn.Diff(w.firstPSN)) * qp.mtu
+			}
+			continue
+		}
+		w.state = wqeSending
+		w.sent = 0
+		if w.op == WRRDMARead {
+			w.readPkts = 0
+		}
+	}
+	qp.req.noAckPkts = 0
+}
+
+// armRetryLocked starts the local ACK timer if it is not running.
+func (qp *QP) armRetryLocked() {
+	d := ACKTimeoutOf(qp.attr.Timeout)
+	if d == 0 || qp.req.rnrWait {
+		return
+	}
+	qp.req.deadline = qp.dev.clk.Now().Add(d).UnixNano()
+	if qp.retryT == nil {
+		qp.retryT = qp.dev.clk.AfterFunc(d, qp.onRetryTimer)
+	}
+}
+
+// refreshDeadlineLocked restarts the ACK timeout after progress.
+func (qp *QP) refreshDeadlineLocked() {
+	if qp.req.ackedPSN == qp.req.psn {
+		qp.req.deadline = 0
+		return
+	}
+	qp.armRetryLocked()
+}
+
+// ACKTimeoutOf returns the local ACK timeout for a QP's timeout attribute:
+// 4.096 us x 2^t, 0 meaning none.
+func ACKTimeoutOf(t uint8) time.Duration { return wire.ACKTimeout(t) }
+
+func (qp *QP) onRetryTimer() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	defer qp.flushLocked()
+	qp.retryT = nil
+	if qp.dead || (qp.state != StateRTS && qp.state != StateSQD) || qp.req.rnrWait {
+		return
+	}
+	if qp.req.deadline == 0 || qp.req.ackedPSN == qp.req.psn {
+		return
+	}
+	now := qp.dev.clk.Now().UnixNano()
+	if now < qp.req.deadline {
+		qp.retryT = qp.dev.clk.AfterFunc(time.Duration(qp.req.deadline-now), qp.onRetryTimer)
+		return
+	}
+	w := qp.wqeForPSNLocked(qp.req.ackedPSN)
+	if w == nil {
+		return
+	}
+	if qp.req.retryLeft == 0 {
+		qp.failSendLocked(w, RetryExcErr)
+		return
+	}
+	qp.req.retryLeft--
+	qp.dev.log.Debug("ACK timeout: retransmitting", "qpn", qp.qpn, "psn", qp.req.ackedPSN)
+	qp.rewindLocked(qp.req.ackedPSN)
+	qp.armRetryLocked()
+	qp.progressLocked()
+}
+
+func (qp *QP) onRNRTimer() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	defer qp.flushLocked()
+	qp.rnrT = nil
+	if qp.dead || !qp.req.rnrWait {
+		return
+	}
+	qp.req.rnrWait = false
+	if qp.state == StateRTS || qp.state == StateSQD {
+		qp.progressLocked()
+	}
+}

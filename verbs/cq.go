@@ -1,0 +1,205 @@
+// Completion queues and completion channels: the engine pushes work
+// completions into a fixed ring; Poll copies them out without allocating; an
+// armed CQ signals its channel once when the next (solicited) completion
+// arrives.
+
+package verbs
+
+import (
+	"context"
+	"sync"
+)
+
+// WC is a work completion (ibv_wc).
+type WC struct {
+	WRID      uint64
+	Status    Status
+	Opcode    WCOpcode
+	VendorErr uint32
+	ByteLen   uint32
+	Imm       uint32 // valid with WCWithImm, in host order
+	QPNum     uint32
+	SrcQP     uint32
+	Flags     WCFlags
+	PKeyIndex uint16
+	SLID      uint16
+	SL        uint8
+	DLIDPath  uint8
+}
+
+// CompChannel delivers completion events of the CQs attached to it.
+type CompChannel struct {
+	dev *Device
+	c   chan *CQ
+}
+
+// CreateCompChannel creates a completion channel.
+func (d *Device) CreateCompChannel() *CompChannel {
+	return &CompChannel{dev: d, c: make(chan *CQ, 1024)}
+}
+
+// C returns the channel on which armed CQs are delivered, for use in select.
+func (ch *CompChannel) C() <-chan *CQ { return ch.c }
+
+// Get waits for the next CQ event (ibv_get_cq_event). The CQ must be re-armed
+// with ReqNotify to get another.
+func (ch *CompChannel) Get(ctx context.Context) (*CQ, error) {
+	select {
+	case cq := <-ch.c:
+		return cq, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+const (
+	notifyNone = iota
+	notifyNext
+	notifySolicited
+)
+
+// CQ is a completion queue.
+type CQ struct {
+	dev *Device
+	ch  *CompChannel
+
+	mu       sync.Mutex
+	ring     []WC
+	head, n  int
+	armed    int
+	overflow bool
+	dead     bool
+	refs     int // QPs and SRQs using it
+	// Context is free for the application's use (cq_context).
+	Context any
+}
+
+// CreateCQ creates a completion queue with room for at least cqe
+// completions; ch may be nil.
+func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
+	if cqe < 1 || cqe > MaxCQE {
+		return nil, errf(ErrInvalid, "CQ depth %d (1..%d)", cqe, MaxCQE)
+	}
+	if ch != nil && ch.dev != d {
+		return nil, errf(ErrInvalid, "completion channel of another device")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errf(ErrClosed, "device %s", d.name)
+	}
+	if d.nCQ >= MaxCQ {
+		return nil, errf(ErrLimit, "%d CQs", MaxCQ)
+	}
+	d.nCQ++
+	return &CQ{dev: d, ch: ch, ring: make([]WC, cqe)}, nil
+}
+
+// Cap returns the number of completions the CQ holds.
+func (cq *CQ) Cap() int { return len(cq.ring) }
+
+// Poll moves up to len(wc) completions into wc and returns how many. It does
+// not allocate.
+func (cq *CQ) Poll(wc []WC) int {
+	cq.mu.Lock()
+	n := 0
+	for n < len(wc) && cq.n > 0 {
+		wc[n] = cq.ring[cq.head]
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.n--
+		n++
+	}
+	cq.mu.Unlock()
+	return n
+}
+
+// ReqNotify arms the CQ: the next completion (or, with solicitedOnly, the
+// next solicited or error completion) posts one event to the channel.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.dead {
+		return errf(ErrClosed, "CQ destroyed")
+	}
+	if cq.ch == nil {
+		return errf(ErrInvalid, "CQ has no completion channel")
+	}
+	if solicitedOnly {
+		if cq.armed != notifyNext {
+			cq.armed = notifySolicited
+		}
+	} else {
+		cq.armed = notifyNext
+	}
+	return nil
+}
+
+// Destroy frees the CQ. It fails with ErrBusy while QPs use it.
+func (cq *CQ) Destroy() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.dead {
+		return errf(ErrClosed, "CQ already destroyed")
+	}
+	if cq.refs > 0 {
+		return errf(ErrBusy, "CQ used by %d QPs/SRQs", cq.refs)
+	}
+	cq.dead = true
+	cq.dev.mu.Lock()
+	cq.dev.nCQ--
+	cq.dev.mu.Unlock()
+	return nil
+}
+
+func (cq *CQ) hold() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.dead {
+		return errf(ErrClosed, "CQ destroyed")
+	}
+	cq.refs++
+	return nil
+}
+
+func (cq *CQ) release() {
+	cq.mu.Lock()
+	cq.refs--
+	cq.mu.Unlock()
+}
+
+// push adds a completion. It reports false on overflow, after raising the
+// CQ error event; the completion is lost, as on hardware.
+func (cq *CQ) push(wc *WC, solicited bool) bool {
+	cq.mu.Lock()
+	if cq.n == len(cq.ring) {
+		first := !cq.overflow
+		cq.overflow = true
+		cq.mu.Unlock()
+		if first {
+			cq.dev.postEvent(AsyncEvent{Type: EventCQErr, CQ: cq})
+		}
+		return false
+	}
+	i := cq.head + cq.n
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = *wc
+	cq.n++
+	fire := cq.armed == notifyNext || (cq.armed == notifySolicited && (solicited || wc.Status != Success))
+	if fire {
+		cq.armed = notifyNone
+	}
+	cq.mu.Unlock()
+	if fire {
+		select {
+		case cq.ch.c <- cq:
+		default:
+			cq.dev.log.Warn("completion event dropped: channel full")
+		}
+	}
+	return true
+}

@@ -1,0 +1,358 @@
+// The device: its link, GID table, attributes, the QP and CQ tables, and the
+// receive entry point that dispatches packets from the link to queue pairs.
+
+package verbs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softrdma/softrdma/internal/clock"
+	"github.com/softrdma/softrdma/internal/mem"
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// Device limits. They are what the device advertises in DeviceAttr and what
+// the verbs calls enforce.
+const (
+	MaxQP         = 1 << 16
+	MaxQPWR       = 1 << 14
+	MaxSGE        = 32
+	MaxCQ         = 1 << 14
+	MaxCQE        = 1 << 20
+	MaxMR         = 1 << 18
+	MaxMRSize     = 1 << 40
+	MaxPD         = 1 << 15
+	MaxQPRdAtom   = 128
+	MaxInline     = 256
+	MaxSRQ        = 1 << 14
+	MaxSRQWR      = 1 << 14
+	MaxAH         = 1 << 16
+	MaxMsgSize    = 1 << 31
+	PageSizeCap   = 0xFFFFF000
+	VendorID      = 0xFFFFFF // rxe's vendor ID
+	VendorPartID  = 0
+	HWVersion     = 0
+	PhysPortCount = 1
+	PKeyTableLen  = 1
+)
+
+// AtomicCap is the atomicity guarantee the device gives (ibv_atomic_cap).
+type AtomicCap int
+
+// Atomic capability levels.
+const (
+	AtomicNone AtomicCap = 0
+	// AtomicHCA: atomic operations are atomic with respect to all other
+	// atomic operations of this device, not to CPU accesses of the memory.
+	AtomicHCA  AtomicCap = 1
+	AtomicGlob AtomicCap = 2
+)
+
+// DeviceAttr is what QueryDevice reports (a subset of ibv_device_attr with
+// the same meanings).
+type DeviceAttr struct {
+	FWVersion                      string
+	NodeGUID, SysImageGUID         uint64
+	MaxMRSize                      uint64
+	PageSizeCap                    uint64
+	VendorID, VendorPartID, HWVer  uint32
+	MaxQP, MaxQPWR, MaxSGE         int
+	MaxCQ, MaxCQE, MaxMR, MaxPD    int
+	MaxQPRdAtom, MaxQPInitRdAtom   int
+	MaxResRdAtom                   int
+	MaxSRQ, MaxSRQWR, MaxSRQSGE    int
+	MaxAH, MaxPKeys, PhysPortCount int
+	MaxInlineData                  int
+	MaxMsgSize                     uint64
+	AtomicCap                      AtomicCap
+	LocalCAAckDelay                uint8
+}
+
+// PortState is a port's logical state (ibv_port_state).
+type PortState int
+
+// Port states.
+const (
+	PortDown   PortState = 1
+	PortInit   PortState = 2
+	PortArmed  PortState = 3
+	PortActive PortState = 4
+)
+
+func (s PortState) String() string {
+	switch s {
+	case PortDown:
+		return "PORT_DOWN"
+	case PortInit:
+		return "PORT_INIT"
+	case PortArmed:
+		return "PORT_ARMED"
+	case PortActive:
+		return "PORT_ACTIVE"
+	}
+	return "PORT_NOP"
+}
+
+// PortAttr is what QueryPort reports.
+type PortAttr struct {
+	State        PortState
+	MaxMTU       MTU
+	ActiveMTU    MTU
+	GIDTableLen  int
+	PKeyTableLen int
+	MaxMsgSize   uint64
+	LID, SMLID   uint16
+	LinkLayer    string // "Ethernet"
+	PortCapFlags uint32
+	ActiveSpeed  int
+	ActiveWidth  int
+	UDPPort      uint16
+	PKeys        []wire.PKey
+}
+
+// GID is a 128-bit global identifier. On RoCEv2 it is an IPv6 address or an
+// IPv4-mapped IPv6 address.
+type GID [16]byte
+
+// GIDFromAddr returns the RoCEv2 GID of an IP address.
+func GIDFromAddr(a netip.Addr) GID { return GID(a.As16()) }
+
+// Addr returns the IP address the GID stands for (IPv4 unmapped).
+func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+func (g GID) String() string { return netip.AddrFrom16(g).String() }
+
+// Options configure a device.
+type Options struct {
+	// Name is the device name (default "softrdma0").
+	Name string
+	// MTU is the port's maximum and active path MTU; 0 means MTU4096.
+	MTU MTU
+	// RemotePort is the UDP port peers listen on (default 4791). Tests that
+	// run several devices on one address give each its own port.
+	RemotePort uint16
+	// Logger receives the device's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Clock drives timers; nil means the system clock. Tests use a fake.
+	Clock clock.Clock
+}
+
+// Device is an open software RDMA device bound to a link.
+type Device struct {
+	name  string
+	link  link.Link
+	log   *slog.Logger
+	clk   clock.Clock
+	mtu   MTU
+	rport uint16
+	guid  uint64
+	gids  []GID
+
+	mrs *mem.Table
+
+	mu      sync.Mutex
+	closed  bool
+	qps     map[wire.QPN]*QP
+	nextQPN uint32
+	nPD     int
+	nCQ     int
+	nMR     int
+	nQP     int
+
+	qpTable atomic.Pointer[map[wire.QPN]*QP] // copy-on-write view for the data path
+
+	events chan AsyncEvent
+	stats  DeviceStats
+}
+
+// DeviceStats counts what the device's receive path dropped.
+type DeviceStats struct {
+	RxMalformed    atomic.Uint64 // failed wire.Parse
+	RxUnknownQP    atomic.Uint64 // no such destination QP
+	RxBadState     atomic.Uint64 // QP not able to receive
+	RxBadTransport atomic.Uint64 // opcode's transport does not match the QP
+	RxPKeyDrop     atomic.Uint64
+	RxQKeyDrop     atomic.Uint64
+	RxDuplicate    atomic.Uint64
+	RxOutOfSeq     atomic.Uint64
+}
+
+// AsyncEvent is an asynchronous event (ibv_async_event).
+type AsyncEvent struct {
+	Type EventType
+	QP   *QP
+	CQ   *CQ
+	SRQ  *SRQ
+	Port int
+}
+
+// Open creates a device on l and starts receiving. The device owns the link
+// and closes it on Close.
+func Open(l link.Link, opts *Options) (*Device, error) {
+	if l == nil {
+		return nil, errf(ErrInvalid, "nil link")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "softrdma0"
+	}
+	if o.MTU == 0 {
+		o.MTU = MTU4096
+	}
+	if o.MTU.Bytes() == 0 {
+		return nil, errf(ErrInvalid, "MTU code %d", o.MTU)
+	}
+	if o.RemotePort == 0 {
+		o.RemotePort = link.DefaultPort
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	addrs := l.Addrs()
+	if len(addrs) == 0 {
+		return nil, errf(ErrInvalid, "link has no addresses")
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	d := &Device{
+		name: o.Name, link: l, log: o.Logger.With("device", o.Name), clk: o.Clock,
+		mtu: o.MTU, rport: o.RemotePort, mrs: mem.NewTable(nil),
+		qps: make(map[wire.QPN]*QP), nextQPN: 2,
+		events: make(chan AsyncEvent, 256),
+	}
+	// A GUID in the style of an EUI-64 with the locally administered bit.
+	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56
+	for _, a := range addrs {
+		d.gids = append(d.gids, GIDFromAddr(a))
+	}
+	empty := map[wire.QPN]*QP{}
+	d.qpTable.Store(&empty)
+	if err := l.Start(link.HandlerFunc(d.receive)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.name }
+
+// Link returns the device's link.
+func (d *Device) Link() link.Link { return d.link }
+
+// Close moves every QP to the error state (flushing its work requests),
+// stops the link and waits for its goroutines.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return errf(ErrClosed, "device %s", d.name)
+	}
+	d.closed = true
+	qps := make([]*QP, 0, len(d.qps))
+	for _, qp := range d.qps {
+		qps = append(qps, qp)
+	}
+	d.mu.Unlock()
+	for _, qp := range qps {
+		qp.shutdown()
+	}
+	return d.link.Close()
+}
+
+// QueryDevice returns the device attributes.
+func (d *Device) QueryDevice() DeviceAttr {
+	return DeviceAttr{
+		FWVersion: "softrdma 0.1", NodeGUID: d.guid, SysImageGUID: d.guid,
+		MaxMRSize: MaxMRSize, PageSizeCap: PageSizeCap, VendorID: VendorID,
+		VendorPartID: VendorPartID, HWVer: HWVersion, MaxQP: MaxQP, MaxQPWR: MaxQPWR,
+		MaxSGE: MaxSGE, MaxCQ: MaxCQ, MaxCQE: MaxCQE, MaxMR: MaxMR, MaxPD: MaxPD,
+		MaxQPRdAtom: MaxQPRdAtom, MaxQPInitRdAtom: MaxQPRdAtom, MaxResRdAtom: MaxQPRdAtom * MaxQP,
+		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
+		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
+		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
+	}
+}
+
+// QueryPort returns the attributes of port 1, the only port.
+func (d *Device) QueryPort(port int) (PortAttr, error) {
+	if port != 1 {
+		return PortAttr{}, errf(ErrInvalid, "port %d (the device has port 1)", port)
+	}
+	return PortAttr{
+		State: PortActive, MaxMTU: d.mtu, ActiveMTU: d.mtu, GIDTableLen: len(d.gids),
+		PKeyTableLen: PKeyTableLen, MaxMsgSize: MaxMsgSize, LID: 0, LinkLayer: "Ethernet",
+		PortCapFlags: 0x00010000 | 0x04000000, // CM supported, IP-based GIDs
+		ActiveSpeed:  1, ActiveWidth: 1, UDPPort: d.link.Port(),
+		PKeys: []wire.PKey{wire.DefaultPKey},
+	}, nil
+}
+
+// GIDs returns the GID table of port 1.
+func (d *Device) GIDs() []GID { return append([]GID(nil), d.gids...) }
+
+// QueryGID returns entry index of port 1's GID table.
+func (d *Device) QueryGID(port, index int) (GID, error) {
+	if port != 1 || index < 0 || index >= len(d.gids) {
+		return GID{}, errf(ErrInvalid, "GID port %d index %d (table has %d entries)", port, index, len(d.gids))
+	}
+	return d.gids[index], nil
+}
+
+// GIDIndex returns the index of gid in the table, or -1.
+func (d *Device) GIDIndex(g GID) int {
+	for i, x := range d.gids {
+		if x == g {
+			return i
+		}
+	}
+	return -1
+}
+
+// Events returns the channel of asynchronous events. Events are dropped
+// (and logged) if nobody reads and the channel's buffer of 256 is full.
+func (d *Device) Events() <-chan AsyncEvent { return d.events }
+
+// GetAsyncEvent waits for the next asynchronous event.
+func (d *Device) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	select {
+	case ev := <-d.events:
+		return ev, nil
+	case <-ctx.Done():
+		return AsyncEvent{}, ctx.Err()
+	}
+}
+
+func (d *Device) postEvent(ev AsyncEvent) {
+	select {
+	case d.events <- ev:
+	default:
+		d.log.Warn("async event dropped: queue full", "event", ev.Type.String())
+	}
+}
+
+// Stats returns the device's receive drop counters.
+func (d *Device) Stats() *DeviceStats { return &d.stats }
+
+// lookupQP returns the QP for a destination QPN on the data path.
+func (d *Device) lookupQP(n wire.QPN) *QP { return (*d.qpTable.Load())[n] }
+
+func (d *Device) publishQPsLocked() {
+	m := make(map[wire.QPN]*QP, len(d.qps))
+	for k, v := range d.qps {
+		m[k] = v
+	}
+	d.qpTable.Store(&m)
+}

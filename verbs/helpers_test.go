@@ -1,0 +1,189 @@
+package verbs
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/link/loop"
+)
+
+// pair is two connected QPs on two devices, with their PDs, CQs and memory.
+type pair struct {
+	t      *testing.T
+	net    *loop.Network
+	da, db *Device
+	pa, pb *PD
+	ca, cb *CQ
+	qa, qb *QP
+}
+
+type pairOpts struct {
+	typ     QPType
+	mtu     MTU
+	faults  loop.Faults
+	seed    uint64
+	sge     int
+	wr      int
+	timeout uint8
+	retry   uint8
+	rnr     uint8
+	minRNR  uint8
+	devOpts *Options
+}
+
+func newDevicesLoop(t *testing.T, o *pairOpts) (*loop.Network, *Device, *Device) {
+	t.Helper()
+	n := loop.NewNetwork(loop.Config{Faults: o.faults, Seed: o.seed})
+	la, err := n.Attach([]netip.Addr{netip.MustParseAddr("10.0.0.1")}, 4791)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := n.Attach([]netip.Addr{netip.MustParseAddr("10.0.0.2")}, 4791)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts Options
+	if o.devOpts != nil {
+		opts = *o.devOpts
+	}
+	da, err := Open(la, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(lb, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+		n.Close()
+	})
+	return n, da, db
+}
+
+func newPair(t *testing.T, o pairOpts) *pair {
+	t.Helper()
+	n, da, db := newDevicesLoop(t, &o)
+	p := &pair{t: t, net: n, da: da, db: db}
+	p.connect(o)
+	return p
+}
+
+func (p *pair) connect(o pairOpts) {
+	t := p.t
+	if o.typ == 0 {
+		o.typ = RC
+	}
+	if o.mtu == 0 {
+		o.mtu = MTU1024
+	}
+	if o.sge == 0 {
+		o.sge = 4
+	}
+	if o.wr == 0 {
+		o.wr = 64
+	}
+	if o.timeout == 0 {
+		o.timeout = 12
+	}
+	if o.retry == 0 {
+		o.retry = 7
+	}
+	if o.rnr == 0 {
+		o.rnr = 7
+	}
+	if o.minRNR == 0 {
+		o.minRNR = 1
+	}
+	var err error
+	mk := func(d *Device) (*PD, *CQ, *QP) {
+		pd, err := d.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq, err := d.CreateCQ(4*o.wr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qp, err := pd.CreateQP(QPInitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
+			Cap: QPCap{MaxSendWR: o.wr, MaxRecvWR: o.wr, MaxSendSGE: o.sge, MaxRecvSGE: o.sge, MaxInlineData: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pd, cq, qp
+	}
+	p.pa, p.ca, p.qa = mk(p.da)
+	p.pb, p.cb, p.qb = mk(p.db)
+	bring := func(qp *QP, d, peer *Device, peerQP *QP, rqpsn, sqpsn uint32) {
+		access := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+		a := QPAttr{State: StateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access, QKey: 0x11111111}
+		mask := AttrState | AttrPKeyIndex | AttrPort
+		if o.typ == UD {
+			mask |= AttrQKey
+		} else {
+			mask |= AttrAccessFlags
+		}
+		if err = qp.Modify(&a, mask); err != nil {
+			t.Fatal(err)
+		}
+		a = QPAttr{State: StateRTR}
+		mask = AttrState
+		if o.typ != UD {
+			a.PathMTU, a.DestQPN, a.RQPSN = o.mtu, peerQP.QPN(), rqpsn
+			a.AH = AHAttr{DGID: peer.GIDs()[0], PortNum: 1}
+			mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
+			if o.typ == RC {
+				a.MaxDestRdAtomic, a.MinRNRTimer = 16, o.minRNR
+				mask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
+			}
+		}
+		if err = qp.Modify(&a, mask); err != nil {
+			t.Fatal(err)
+		}
+		a = QPAttr{State: StateRTS, SQPSN: sqpsn}
+		mask = AttrState | AttrSQPSN
+		if o.typ == RC {
+			a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
+			mask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
+		}
+		if err = qp.Modify(&a, mask); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Start PSNs near the wrap to exercise 24-bit arithmetic.
+	bring(p.qa, p.da, p.db, p.qb, 0xFFFFF0, 0xFFFFFA)
+	bring(p.qb, p.db, p.da, p.qa, 0xFFFFFA, 0xFFFFF0)
+}
+
+func (p *pair) reg(pd *PD, n int) *MR {
+	p.t.Helper()
+	mr, err := pd.RegMR(make([]byte, n), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return mr
+}
+
+// waitWC polls cq until n completions arrive or the deadline passes.
+func waitWC(t *testing.T, cq *CQ, n int, d time.Duration) []WC {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	out := make([]WC, 0, n)
+	buf := make([]WC, 16)
+	for len(out) < n {
+		k := cq.Poll(buf[:min(len(buf), n-len(out))])
+		out = append(out, buf[:k]...)
+		if k == 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("got %d of %d completions: %v", len(out), n, out)
+			case <-time.After(50 * time.Microsecond):
+			}
+		}
+	}
+	return out
+}

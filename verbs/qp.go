@@ -1,0 +1,554 @@
+// Queue pairs: creation, the IBTA state machine with its table of required
+// and optional attributes, Query, and the post calls that validate work
+// requests and copy them into fixed queue slots for the engine.
+
+package verbs
+
+import (
+	"net/netip"
+	"sync"
+
+	"github.com/softrdma/softrdma/internal/clock"
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// QPCap are the queue sizes of a QP (ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR, MaxRecvWR   int
+	MaxSendSGE, MaxRecvSGE int
+	MaxInlineData          int
+}
+
+// QPInitAttr are the creation parameters of a QP (ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type   QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	SRQ    *SRQ
+	Cap    QPCap
+	// SQSigAll makes every send work request generate a completion.
+	SQSigAll bool
+	// Context is stored in the QP for the application (qp_context).
+	Context any
+}
+
+// AttrMask selects the QPAttr fields a Modify call sets (ibv_qp_attr_mask).
+type AttrMask int
+
+// Attribute mask bits.
+const (
+	AttrState            AttrMask = 1 << 0
+	AttrCurState         AttrMask = 1 << 1
+	AttrEnSQDAsyncNotify AttrMask = 1 << 2
+	AttrAccessFlags      AttrMask = 1 << 3
+	AttrPKeyIndex        AttrMask = 1 << 4
+	AttrPort             AttrMask = 1 << 5
+	AttrQKey             AttrMask = 1 << 6
+	AttrAV               AttrMask = 1 << 7
+	AttrPathMTU          AttrMask = 1 << 8
+	AttrTimeout          AttrMask = 1 << 9
+	AttrRetryCnt         AttrMask = 1 << 10
+	AttrRNRRetry         AttrMask = 1 << 11
+	AttrRQPSN            AttrMask = 1 << 12
+	AttrMaxQPRdAtomic    AttrMask = 1 << 13
+	AttrAltPath          AttrMask = 1 << 14
+	AttrMinRNRTimer      AttrMask = 1 << 15
+	AttrSQPSN            AttrMask = 1 << 16
+	AttrMaxDestRdAtomic  AttrMask = 1 << 17
+	AttrPathMigState     AttrMask = 1 << 18
+	AttrCap              AttrMask = 1 << 19
+	AttrDestQPN          AttrMask = 1 << 20
+)
+
+// QPAttr are a QP's attributes (ibv_qp_attr). Modify reads the fields its
+// mask selects; Query fills them all.
+type QPAttr struct {
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPN          uint32
+	AccessFlags      Access
+	Cap              QPCap
+	AH               AHAttr
+	PKeyIndex        int
+	EnSQDAsyncNotify bool
+	SQDraining       bool
+	MaxRdAtomic      int
+	MaxDestRdAtomic  int
+	MinRNRTimer      uint8
+	PortNum          int
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+}
+
+// QP is a queue pair.
+type QP struct {
+	dev      *Device
+	pd       *PD
+	typ      QPType
+	qpn      wire.QPN
+	sendCQ   *CQ
+	recvCQ   *CQ
+	srq      *SRQ
+	sqSigAll bool
+	// Context is free for the application's use (qp_context).
+	Context any
+
+	mu    sync.Mutex
+	state QPState
+	attr  QPAttr
+	dead  bool
+
+	// derived from attributes
+	mtu  int
+	src  netip.Addr
+	dst  netip.AddrPort
+	pkey wire.PKey
+
+	sq   sendQueue
+	rq   recvQueue
+	req  requester
+	resp responder
+
+	out    []*link.Packet // packets built under mu, sent by flushLocked
+	retryT clock.Timer
+	rnrT   clock.Timer
+}
+
+// CreateQP creates a queue pair in the RESET state.
+func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+	d := pd.dev
+	switch init.Type {
+	case RC, UC, UD:
+	default:
+		return nil, errf(ErrInvalid, "QP type %v", init.Type)
+	}
+	if init.SendCQ == nil || init.RecvCQ == nil {
+		return nil, errf(ErrInvalid, "send and receive CQs are required")
+	}
+	if init.SendCQ.dev != d || init.RecvCQ.dev != d {
+		return nil, errf(ErrInvalid, "CQ of another device")
+	}
+	c := init.Cap
+	if c.MaxSendWR < 1 || c.MaxSendWR > MaxQPWR {
+		return nil, errf(ErrInvalid, "max_send_wr %d (1..%d)", c.MaxSendWR, MaxQPWR)
+	}
+	if init.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > MaxQPWR) {
+		return nil, errf(ErrInvalid, "max_recv_wr %d (1..%d)", c.MaxRecvWR, MaxQPWR)
+	}
+	if c.MaxSendSGE < 0 || c.MaxSendSGE > MaxSGE || c.MaxRecvSGE < 0 || c.MaxRecvSGE > MaxSGE {
+		return nil, errf(ErrInvalid, "SGE counts %d/%d (0..%d)", c.MaxSendSGE, c.MaxRecvSGE, MaxSGE)
+	}
+	if c.MaxInlineData < 0 || c.MaxInlineData > MaxInline {
+		return nil, errf(ErrInvalid, "max_inline_data %d (0..%d)", c.MaxInlineData, MaxInline)
+	}
+	if init.SRQ != nil {
+		if init.SRQ.pd.dev != d {
+			return nil, errf(ErrInvalid, "SRQ of another device")
+		}
+		if init.Type == UC {
+			// Allowed by libibverbs for UC? rxe allows SRQ with RC and UD and UC.
+		}
+	}
+	if c.MaxSendSGE == 0 {
+		c.MaxSendSGE = 1
+	}
+	if c.MaxRecvSGE == 0 {
+		c.MaxRecvSGE = 1
+	}
+	if init.SRQ != nil {
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	}
+	if err := pd.hold(); err != nil {
+		return nil, err
+	}
+	if err := init.SendCQ.hold(); err != nil {
+		pd.release()
+		return nil, err
+	}
+	if err := init.RecvCQ.hold(); err != nil {
+		init.SendCQ.release()
+		pd.release()
+		return nil, err
+	}
+	if init.SRQ != nil {
+		init.SRQ.refs.Add(1)
+	}
+	qp := &QP{dev: d, pd: pd, typ: init.Type, sendCQ: init.SendCQ, recvCQ: init.RecvCQ,
+		srq: init.SRQ, sqSigAll: init.SQSigAll, Context: init.Context, state: StateReset}
+	qp.attr.Cap = c
+	qp.sq.init(c.MaxSendWR, c.MaxSendSGE, c.MaxInlineData)
+	if init.SRQ == nil {
+		qp.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
+	}
+	qp.out = make([]*link.Packet, 0, outBatch)
+	qp.resetLocked()
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.nQP >= MaxQP {
+		qp.releaseRefs()
+		if d.closed {
+			return nil, errf(ErrClosed, "device %s", d.name)
+		}
+		return nil, errf(ErrLimit, "%d QPs", MaxQP)
+	}
+	for {
+		n := wire.QPN(d.nextQPN)
+		d.nextQPN++
+		if d.nextQPN > wire.Mask24 {
+			d.nextQPN = 2
+		}
+		if _, used := d.qps[n]; !used && n >= 2 {
+			qp.qpn = n
+			break
+		}
+	}
+	d.qps[qp.qpn] = qp
+	d.nQP++
+	d.publishQPsLocked()
+	return qp, nil
+}
+
+func (qp *QP) releaseRefs() {
+	qp.sendCQ.release()
+	qp.recvCQ.release()
+	if qp.srq != nil {
+		qp.srq.refs.Add(-1)
+	}
+	qp.pd.release()
+}
+
+// QPN returns the queue pair number.
+func (qp *QP) QPN() uint32 { return uint32(qp.qpn) }
+
+// Type returns the QP's transport type.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// State returns the current state.
+func (qp *QP) State() QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Destroy moves the QP to the error state, flushing its work requests, and
+// frees it.
+func (qp *QP) Destroy() error {
+	qp.mu.Lock()
+	if qp.dead {
+		qp.mu.Unlock()
+		return errf(ErrClosed, "QP already destroyed")
+	}
+	qp.dead = true
+	qp.stopTimersLocked()
+	qp.state = StateReset
+	qp.mu.Unlock()
+	d := qp.dev
+	d.mu.Lock()
+	delete(d.qps, qp.qpn)
+	d.nQP--
+	d.publishQPsLocked()
+	d.mu.Unlock()
+	qp.releaseRefs()
+	return nil
+}
+
+// shutdown is Device.Close's teardown of one QP.
+func (qp *QP) shutdown() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	qp.stopTimersLocked()
+	if !qp.dead && qp.state != StateReset && qp.state != StateErr {
+		qp.enterErrorLocked()
+	}
+	qp.dead = true
+}
+
+// Query returns the QP's attributes and creation parameters.
+func (qp *QP) Query() (QPAttr, QPInitAttr) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	a := qp.attr
+	a.State, a.CurState = qp.state, qp.state
+	a.SQPSN = uint32(qp.req.psn)
+	a.RQPSN = uint32(qp.resp.psn)
+	a.SQDraining = qp.state == StateSQD && qp.sq.outstanding() > 0
+	return a, QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq,
+		Cap: qp.attr.Cap, SQSigAll: qp.sqSigAll, Context: qp.Context}
+}
+
+type transition struct {
+	ok       bool
+	req, opt [5]AttrMask // indexed by QPType (RC=2, UC=3, UD=4)
+}
+
+func perType(rc, uc, ud AttrMask) [5]AttrMask { return [5]AttrMask{2: rc, 3: uc, 4: ud} }
+
+// stateTable is the IBTA table of legal QP state transitions with the
+// attributes each requires and allows (IBTA 11.2.4.2 / Linux ib_modify_qp_is_ok).
+var stateTable = func() (t [7][7]transition) {
+	any := transition{ok: true}
+	for s := StateReset; s <= StateErr; s++ {
+		t[s][StateReset] = any
+		t[s][StateErr] = any
+	}
+	t[StateReset][StateInit] = transition{ok: true,
+		req: perType(AttrPKeyIndex|AttrPort|AttrAccessFlags, AttrPKeyIndex|AttrPort|AttrAccessFlags, AttrPKeyIndex|AttrPort|AttrQKey)}
+	t[StateInit][StateInit] = transition{ok: true,
+		opt: perType(AttrPKeyIndex|AttrPort|AttrAccessFlags, AttrPKeyIndex|AttrPort|AttrAccessFlags, AttrPKeyIndex|AttrPort|AttrQKey)}
+	t[StateInit][StateRTR] = transition{ok: true,
+		req: perType(AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer,
+			AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN, 0),
+		opt: perType(AttrAltPath|AttrAccessFlags|AttrPKeyIndex, AttrAltPath|AttrAccessFlags|AttrPKeyIndex, AttrPKeyIndex|AttrQKey)}
+	t[StateRTR][StateRTS] = transition{ok: true,
+		req: perType(AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrSQPSN|AttrMaxQPRdAtomic, AttrSQPSN, AttrSQPSN),
+		opt: perType(AttrCurState|AttrAltPath|AttrAccessFlags|AttrMinRNRTimer|AttrPathMigState,
+			AttrCurState|AttrAltPath|AttrAccessFlags|AttrPathMigState, AttrCurState|AttrQKey)}
+	t[StateRTS][StateRTS] = transition{ok: true,
+		opt: perType(AttrCurState|AttrAccessFlags|AttrAltPath|AttrPathMigState|AttrMinRNRTimer,
+			AttrCurState|AttrAccessFlags|AttrAltPath|AttrPathMigState, AttrCurState|AttrQKey)}
+	t[StateRTS][StateSQD] = transition{ok: true,
+		opt: perType(AttrEnSQDAsyncNotify, AttrEnSQDAsyncNotify, AttrEnSQDAsyncNotify)}
+	t[StateSQD][StateRTS] = transition{ok: true,
+		opt: perType(AttrCurState|AttrAltPath|AttrAccessFlags|AttrMinRNRTimer|AttrPathMigState,
+			AttrCurState|AttrAltPath|AttrAccessFlags|AttrPathMigState, AttrCurState|AttrQKey)}
+	t[StateSQD][StateSQD] = transition{ok: true,
+		opt: perType(AttrPort|AttrAV|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic|AttrMaxDestRdAtomic|AttrAltPath|AttrAccessFlags|AttrPKeyIndex|AttrMinRNRTimer|AttrPathMigState,
+			AttrAV|AttrAltPath|AttrAccessFlags|AttrPKeyIndex|AttrPathMigState, AttrPKeyIndex|AttrQKey)}
+	t[StateSQE][StateRTS] = transition{ok: true,
+		opt: perType(0, AttrCurState|AttrAccessFlags, AttrCurState|AttrQKey)}
+	return t
+}()
+
+// ModifyAllowed reports whether moving a QP of type t from state cur with
+// attribute mask mask is legal by the IBTA table, and if not, why.
+func ModifyAllowed(t QPType, cur QPState, attr *QPAttr, mask AttrMask) error {
+	next := cur
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	if cur < StateReset || cur > StateErr || next < StateReset || next > StateErr {
+		return errf(ErrInvalid, "state %v -> %v", cur, next)
+	}
+	if t != RC && t != UC && t != UD {
+		return errf(ErrInvalid, "QP type %v", t)
+	}
+	if mask&AttrCurState != 0 && cur != StateRTS && cur != StateSQD && cur != StateSQE {
+		return errf(ErrInvalid, "current-state attribute given in state %v", cur)
+	}
+	tr := stateTable[cur][next]
+	if !tr.ok {
+		return errf(ErrInvalid, "transition %v -> %v is not allowed", cur, next)
+	}
+	req, opt := tr.req[t], tr.opt[t]
+	if mask&req != req {
+		return errf(ErrInvalid, "%v -> %v on %v needs attributes %#x, mask has %#x", cur, next, t, int(req), int(mask&req))
+	}
+	if extra := mask &^ (req | opt | AttrState); extra != 0 {
+		return errf(ErrInvalid, "%v -> %v on %v does not take attributes %#x", cur, next, t, int(extra))
+	}
+	return nil
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp).
+func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
+	if attr == nil {
+		return errf(ErrInvalid, "nil attributes")
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	defer qp.flushLocked()
+	if qp.dead {
+		return errf(ErrClosed, "QP destroyed")
+	}
+	cur := qp.state
+	if mask&AttrCurState != 0 && attr.CurState != cur {
+		return errf(ErrInvalid, "current state is %v, attribute says %v", cur, attr.CurState)
+	}
+	if err := ModifyAllowed(qp.typ, cur, attr, mask); err != nil {
+		return err
+	}
+	// Validate values before changing anything.
+	a := qp.attr
+	var src netip.Addr
+	var dst netip.AddrPort
+	if mask&AttrPort != 0 && attr.PortNum != 1 {
+		return errf(ErrInvalid, "port %d", attr.PortNum)
+	}
+	if mask&AttrPKeyIndex != 0 && (attr.PKeyIndex < 0 || attr.PKeyIndex >= PKeyTableLen) {
+		return errf(ErrInvalid, "P_Key index %d", attr.PKeyIndex)
+	}
+	if mask&AttrPathMTU != 0 && (attr.PathMTU.Bytes() == 0 || attr.PathMTU > qp.dev.mtu) {
+		return errf(ErrInvalid, "path MTU %v (port MTU %v)", attr.PathMTU, qp.dev.mtu)
+	}
+	if mask&AttrAV != 0 {
+		var err error
+		if src, dst, err = qp.dev.resolve(&attr.AH); err != nil {
+			return err
+		}
+	}
+	if mask&AttrDestQPN != 0 && attr.DestQPN > wire.Mask24 {
+		return errf(ErrInvalid, "dest QPN %#x", attr.DestQPN)
+	}
+	if mask&AttrRQPSN != 0 && attr.RQPSN > wire.Mask24 {
+		return errf(ErrInvalid, "RQ PSN %#x", attr.RQPSN)
+	}
+	if mask&AttrSQPSN != 0 && attr.SQPSN > wire.Mask24 {
+		return errf(ErrInvalid, "SQ PSN %#x", attr.SQPSN)
+	}
+	if mask&AttrMaxQPRdAtomic != 0 && (attr.MaxRdAtomic < 0 || attr.MaxRdAtomic > MaxQPRdAtom) {
+		return errf(ErrInvalid, "max_rd_atomic %d", attr.MaxRdAtomic)
+	}
+	if mask&AttrMaxDestRdAtomic != 0 && (attr.MaxDestRdAtomic < 0 || attr.MaxDestRdAtomic > MaxQPRdAtom) {
+		return errf(ErrInvalid, "max_dest_rd_atomic %d", attr.MaxDestRdAtomic)
+	}
+	if mask&AttrMinRNRTimer != 0 && attr.MinRNRTimer > 31 {
+		return errf(ErrInvalid, "min_rnr_timer %d", attr.MinRNRTimer)
+	}
+	if mask&AttrTimeout != 0 && attr.Timeout > 31 {
+		return errf(ErrInvalid, "timeout %d", attr.Timeout)
+	}
+	if mask&AttrRetryCnt != 0 && attr.RetryCnt > 7 {
+		return errf(ErrInvalid, "retry_cnt %d", attr.RetryCnt)
+	}
+	if mask&AttrRNRRetry != 0 && attr.RNRRetry > 7 {
+		return errf(ErrInvalid, "rnr_retry %d", attr.RNRRetry)
+	}
+	if mask&AttrAccessFlags != 0 && attr.AccessFlags&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic) != 0 {
+		return errf(ErrInvalid, "QP access flags %#x", uint32(attr.AccessFlags))
+	}
+	if mask&AttrCap != 0 {
+		return errf(ErrNotSupported, "resizing a QP")
+	}
+	if mask&AttrAltPath != 0 || mask&AttrPathMigState != 0 {
+		return errf(ErrNotSupported, "alternate paths")
+	}
+
+	// Apply.
+	if mask&AttrPort != 0 {
+		a.PortNum = attr.PortNum
+	}
+	if mask&AttrPKeyIndex != 0 {
+		a.PKeyIndex = attr.PKeyIndex
+	}
+	if mask&AttrQKey != 0 {
+		a.QKey = attr.QKey
+	}
+	if mask&AttrAccessFlags != 0 {
+		a.AccessFlags = attr.AccessFlags
+	}
+	if mask&AttrAV != 0 {
+		a.AH = attr.AH
+		qp.src, qp.dst = src, dst
+	}
+	if mask&AttrPathMTU != 0 {
+		a.PathMTU = attr.PathMTU
+		qp.mtu = attr.PathMTU.Bytes()
+	}
+	if mask&AttrDestQPN != 0 {
+		a.DestQPN = attr.DestQPN
+	}
+	if mask&AttrRQPSN != 0 {
+		qp.resp.psn = wire.PSN(attr.RQPSN)
+	}
+	if mask&AttrSQPSN != 0 {
+		qp.req.psn = wire.PSN(attr.SQPSN)
+		qp.req.ackedPSN = qp.req.psn
+	}
+	if mask&AttrMaxQPRdAtomic != 0 {
+		a.MaxRdAtomic = attr.MaxRdAtomic
+	}
+	if mask&AttrMaxDestRdAtomic != 0 {
+		a.MaxDestRdAtomic = attr.MaxDestRdAtomic
+		qp.resp.initResources(attr.MaxDestRdAtomic)
+	}
+	if mask&AttrMinRNRTimer != 0 {
+		a.MinRNRTimer = attr.MinRNRTimer
+	}
+	if mask&AttrTimeout != 0 {
+		a.Timeout = attr.Timeout
+	}
+	if mask&AttrRetryCnt != 0 {
+		a.RetryCnt = attr.RetryCnt
+		qp.req.retryLeft = int(attr.RetryCnt)
+	}
+	if mask&AttrRNRRetry != 0 {
+		a.RNRRetry = attr.RNRRetry
+		qp.req.rnrLeft = int(attr.RNRRetry)
+	}
+	if mask&AttrEnSQDAsyncNotify != 0 {
+		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
+	}
+	qp.attr = a
+	qp.pkey = wire.DefaultPKey
+
+	next := cur
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	switch {
+	case next == StateReset && cur != StateReset:
+		qp.stopTimersLocked()
+		qp.resetLocked()
+	case next == StateErr && cur != StateErr:
+		qp.state = StateErr
+		qp.enterErrorLocked()
+		return nil
+	}
+	qp.state = next
+	switch {
+	case next == StateRTS && (cur == StateSQD || cur == StateSQE):
+		qp.sq.drainNotified = false
+		qp.progressLocked()
+	case next == StateSQD && cur == StateRTS:
+		qp.sq.drainNotified = false
+		qp.checkDrainedLocked()
+	}
+	return nil
+}
+
+// resetLocked returns the QP to its freshly created condition: empty queues,
+// default attributes.
+func (qp *QP) resetLocked() {
+	c := qp.attr.Cap
+	qp.attr = QPAttr{Cap: c, PathMTU: MTU256, PortNum: 1, MaxRdAtomic: 1, MaxDestRdAtomic: 1}
+	qp.mtu = MTU256.Bytes()
+	qp.state = StateReset
+	qp.sq.reset()
+	if qp.srq == nil {
+		qp.rq.reset()
+	}
+	qp.req = requester{}
+	qp.resp = responder{}
+	qp.resp.initResources(1)
+	qp.pkey = wire.DefaultPKey
+}
+
+func (qp *QP) stopTimersLocked() {
+	if qp.retryT != nil {
+		qp.retryT.Stop()
+		qp.retryT = nil
+	}
+	if qp.rnrT != nil {
+		qp.rnrT.Stop()
+		qp.rnrT = nil
+	}
+}
+
+// enterErrorLocked flushes every outstanding work request with WR_FLUSH_ERR
+// (the caller has already completed the failing one with its own status).
+func (qp *QP) enterErrorLocked() {
+	qp.state = StateErr
+	qp.stopTimersLocked()
+	qp.flushSendLocked()
+	qp.flushRecvLocked()
+	if qp.srq != nil {
+		qp.dev.postEvent(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
+	}
+}

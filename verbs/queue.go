@@ -1,0 +1,308 @@
+// Work queues: SendWR and RecvWR as the application posts them, the fixed
+// slots they are copied into, and the post calls with libibverbs' bad_wr
+// contract (everything before the bad request is posted, nothing after).
+
+package verbs
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softrdma/softrdma/internal/mem"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// SendWR is a send work request (ibv_send_wr).
+type SendWR struct {
+	ID     uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	SGL    []SGE
+	// Imm is the immediate data of *_WITH_IMM, in host order.
+	Imm uint32
+	// RDMA and atomic operations: the remote address and key.
+	RemoteAddr uint64
+	RKey       uint32
+	// Atomics: CompareAdd is the compare value (CMP_AND_SWP) or the addend
+	// (FETCH_AND_ADD); Swap is the swap value.
+	CompareAdd uint64
+	Swap       uint64
+	// UD: the destination.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
+}
+
+// RecvWR is a receive work request (ibv_recv_wr).
+type RecvWR struct {
+	ID  uint64
+	SGL []SGE
+}
+
+const (
+	wqeIdle = iota
+	wqePosted
+	wqeSending // some packets sent
+	wqeSent    // all packets sent, awaiting ACK or response
+	wqeDone    // completed (status set), waiting to be retired in order
+)
+
+// swqe is a send queue slot.
+type swqe struct {
+	id       uint64
+	op       WROpcode
+	flags    SendFlags
+	sgl      []mem.SGE // capacity max_send_sge
+	inline   []byte    // capacity max_inline_data
+	isInline bool
+	length   int
+	imm      uint32
+	raddr    uint64
+	rkey     wire.RKey
+	cmpAdd   uint64
+	swap     uint64
+	src      netip.Addr
+	dst      netip.AddrPort
+	rqpn     wire.QPN
+	qkey     wire.QKey
+	state    int
+	status   Status
+	signaled bool
+	firstPSN wire.PSN
+	lastPSN  wire.PSN
+	npkts    int
+	sent     int // bytes sent (SEND/WRITE) or received (READ)
+	readPkts int // read response packets received
+}
+
+type sendQueue struct {
+	slots         []swqe
+	head          uint64 // oldest not retired
+	cur           uint64 // next to start or continue sending
+	tail          uint64 // next free
+	drainNotified bool
+}
+
+func (q *sendQueue) init(n, nsge, inline int) {
+	q.slots = make([]swqe, n)
+	for i := range q.slots {
+		q.slots[i].sgl = make([]mem.SGE, 0, nsge)
+		if inline > 0 {
+			q.slots[i].inline = make([]byte, 0, inline)
+		}
+	}
+}
+
+func (q *sendQueue) reset()            { q.head, q.cur, q.tail = 0, 0, 0 }
+func (q *sendQueue) outstanding() int  { return int(q.tail - q.head) }
+func (q *sendQueue) at(i uint64) *swqe { return &q.slots[i%uint64(len(q.slots))] }
+
+type rwqe struct {
+	id     uint64
+	sgl    []mem.SGE
+	length int
+}
+
+type recvQueue struct {
+	slots      []rwqe
+	head, tail uint64
+}
+
+func (q *recvQueue) init(n, nsge int) {
+	q.slots = make([]rwqe, n)
+	for i := range q.slots {
+		q.slots[i].sgl = make([]mem.SGE, 0, nsge)
+	}
+}
+
+func (q *recvQueue) reset()      { q.head, q.tail = 0, 0 }
+func (q *recvQueue) count() int  { return int(q.tail - q.head) }
+func (q *recvQueue) full() bool  { return q.count() == len(q.slots) }
+func (q *recvQueue) peek() *rwqe { return &q.slots[q.head%uint64(len(q.slots))] }
+
+func (q *recvQueue) push(wr *RecvWR) {
+	s := &q.slots[q.tail%uint64(len(q.slots))]
+	s.id = wr.ID
+	s.sgl = appendSGL(s.sgl[:0], wr.SGL)
+	s.length = int(sglLen(wr.SGL))
+	q.tail++
+}
+
+// PostRecv posts receive work requests. On error the returned *WRError says
+// which request failed; the ones before it were posted.
+func (qp *QP) PostRecv(wrs []RecvWR) error {
+	if qp.srq != nil {
+		return &WRError{Index: 0, WRID: firstRecvID(wrs), Err: errf(ErrInvalid, "QP uses an SRQ; post to the SRQ")}
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	defer qp.flushLocked()
+	for i := range wrs {
+		wr := &wrs[i]
+		if err := qp.checkRecvLocked(wr); err != nil {
+			return &WRError{Index: i, WRID: wr.ID, Err: err}
+		}
+		qp.rq.push(wr)
+		if qp.state == StateErr {
+			qp.flushRecvLocked()
+		}
+	}
+	// A receive may unblock a responder waiting after an RNR NAK; nothing to
+	// do here: the requester retries after its RNR timer.
+	return nil
+}
+
+func firstRecvID(wrs []RecvWR) uint64 {
+	if len(wrs) > 0 {
+		return wrs[0].ID
+	}
+	return 0
+}
+
+func (qp *QP) checkRecvLocked(wr *RecvWR) error {
+	if qp.dead {
+		return errf(ErrClosed, "QP destroyed")
+	}
+	if qp.state == StateReset {
+		return errf(ErrState, "post receive in state RESET")
+	}
+	if len(wr.SGL) > qp.attr.Cap.MaxRecvSGE {
+		return errf(ErrInvalid, "%d SGEs, QP allows %d", len(wr.SGL), qp.attr.Cap.MaxRecvSGE)
+	}
+	if qp.rq.full() {
+		return errf(ErrQueueFull, "receive queue holds %d", len(qp.rq.slots))
+	}
+	return nil
+}
+
+// SRQ is a shared receive queue.
+type SRQ struct {
+	pd     *PD
+	mu     sync.Mutex
+	rq     recvQueue
+	maxSGE int
+	limit  int
+	dead   bool
+	refs   atomic.Int32
+	// Context is free for the application's use (srq_context).
+	Context any
+}
+
+// SRQAttr are an SRQ's attributes (ibv_srq_attr).
+type SRQAttr struct {
+	MaxWR    int
+	MaxSGE   int
+	SRQLimit int
+}
+
+// SRQAttrMask selects what ModifySRQ changes.
+type SRQAttrMask int
+
+// SRQ attribute mask bits.
+const (
+	SRQMaxWR SRQAttrMask = 1 << 0
+	SRQLimit SRQAttrMask = 1 << 1
+)
+
+// CreateSRQ creates a shared receive queue.
+func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	if attr.MaxWR < 1 || attr.MaxWR > MaxSRQWR {
+		return nil, errf(ErrInvalid, "SRQ max_wr %d (1..%d)", attr.MaxWR, MaxSRQWR)
+	}
+	if attr.MaxSGE < 1 || attr.MaxSGE > MaxSGE {
+		return nil, errf(ErrInvalid, "SRQ max_sge %d (1..%d)", attr.MaxSGE, MaxSGE)
+	}
+	if attr.SRQLimit < 0 || attr.SRQLimit > attr.MaxWR {
+		return nil, errf(ErrInvalid, "SRQ limit %d", attr.SRQLimit)
+	}
+	if err := pd.hold(); err != nil {
+		return nil, err
+	}
+	s := &SRQ{pd: pd, maxSGE: attr.MaxSGE, limit: attr.SRQLimit}
+	s.rq.init(attr.MaxWR, attr.MaxSGE)
+	return s, nil
+}
+
+// Modify changes the SRQ limit (arming the limit event) or fails for resizing.
+func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return errf(ErrClosed, "SRQ destroyed")
+	}
+	if mask&SRQMaxWR != 0 {
+		return errf(ErrNotSupported, "resizing an SRQ")
+	}
+	if mask&SRQLimit != 0 {
+		if attr.SRQLimit < 0 || attr.SRQLimit > len(s.rq.slots) {
+			return errf(ErrInvalid, "SRQ limit %d", attr.SRQLimit)
+		}
+		s.limit = attr.SRQLimit
+	}
+	return nil
+}
+
+// Query returns the SRQ's attributes.
+func (s *SRQ) Query() SRQAttr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SRQAttr{MaxWR: len(s.rq.slots), MaxSGE: s.maxSGE, SRQLimit: s.limit}
+}
+
+// Destroy frees the SRQ; it fails with ErrBusy while QPs use it.
+func (s *SRQ) Destroy() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return errf(ErrClosed, "SRQ already destroyed")
+	}
+	if n := s.refs.Load(); n > 0 {
+		return errf(ErrBusy, "SRQ used by %d QPs", n)
+	}
+	s.dead = true
+	s.pd.release()
+	return nil
+}
+
+// PostRecv posts receive work requests to the SRQ.
+func (s *SRQ) PostRecv(wrs []RecvWR) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range wrs {
+		wr := &wrs[i]
+		switch {
+		case s.dead:
+			return &WRError{Index: i, WRID: wr.ID, Err: errf(ErrClosed, "SRQ destroyed")}
+		case len(wr.SGL) > s.maxSGE:
+			return &WRError{Index: i, WRID: wr.ID, Err: errf(ErrInvalid, "%d SGEs, SRQ allows %d", len(wr.SGL), s.maxSGE)}
+		case s.rq.full():
+			return &WRError{Index: i, WRID: wr.ID, Err: errf(ErrQueueFull, "SRQ holds %d", len(s.rq.slots))}
+		}
+		s.rq.push(wr)
+	}
+	return nil
+}
+
+// take removes the oldest receive WQE into dst, reporting false if empty. It
+// raises the limit event when the count falls below an armed limit.
+func (s *SRQ) take(dst *rwqe) bool {
+	s.mu.Lock()
+	if s.rq.count() == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	w := s.rq.peek()
+	dst.id, dst.length = w.id, w.length
+	dst.sgl = append(dst.sgl[:0], w.sgl...)
+	s.rq.head++
+	fire := s.limit > 0 && s.rq.count() < s.limit
+	if fire {
+		s.limit = 0 // the event disarms the limit
+	}
+	s.mu.Unlock()
+	if fire {
+		s.pd.dev.postEvent(AsyncEvent{Type: EventSRQLimitReached, SRQ: s})
+	}
+	return true
+}

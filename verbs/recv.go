@@ -1,0 +1,698 @@
+// The receive path: packets from the link are parsed once, dispatched by
+// destination QPN, and handled by the responder (requests) or the completer
+// (ACKs and responses) under the QP's lock. ACKs a batch calls for are
+// coalesced to one per QP and sent when the batch is done.
+
+package verbs
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/softrdma/softrdma/internal/mem"
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+func netipAddrPort(a netip.Addr) netip.AddrPort { return netip.AddrPortFrom(a, 0) }
+
+// receive is the link's handler.
+func (d *Device) receive(batch []*link.Packet) {
+	var touchedBuf [16]*QP
+	touched := touchedBuf[:0]
+	for _, p := range batch {
+		pkt, err := wire.Parse(p.Data())
+		if err != nil {
+			d.stats.RxMalformed.Add(1)
+			d.log.Debug("dropping malformed packet", "from", p.Src, "err", err)
+			continue
+		}
+		qp := d.lookupQP(pkt.BTH().DestQP())
+		if qp == nil {
+			d.stats.RxUnknownQP.Add(1)
+			continue
+		}
+		qp.mu.Lock()
+		qp.handleLocked(pkt, p)
+		if qp.resp.ackPending || len(qp.out) > 0 {
+			seen := false
+			for _, t := range touched {
+				if t == qp {
+					seen = true
+					break
+				}
+			}
+			if !seen {
+				touched = append(touched, qp)
+			}
+		}
+		qp.mu.Unlock()
+	}
+	for _, qp := range touched {
+		qp.mu.Lock()
+		qp.sendPendingAckLocked()
+		qp.flushLocked()
+		qp.mu.Unlock()
+	}
+}
+
+func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
+	if qp.dead {
+		return
+	}
+	info := pkt.Info()
+	d := qp.dev
+	switch qp.state {
+	case StateRTR, StateRTS, StateSQD, StateSQE:
+	default:
+		d.stats.RxBadState.Add(1)
+		return
+	}
+	want := wire.TransportRC
+	switch qp.typ {
+	case UC:
+		want = wire.TransportUC
+	case UD:
+		want = wire.TransportUD
+	}
+	if pkt.Opcode().Transport() != want {
+		d.stats.RxBadTransport.Add(1)
+		return
+	}
+	if !pkt.BTH().PKey().Matches(qp.pkey) {
+		d.stats.RxPKeyDrop.Add(1)
+		return
+	}
+	if info.Is(wire.FlagResponse) {
+		if qp.state != StateRTR {
+			qp.handleResponseLocked(pkt)
+		}
+		return
+	}
+	switch qp.typ {
+	case UD:
+		qp.handleUDLocked(pkt, p)
+	case UC:
+		qp.handleUCLocked(pkt)
+	default:
+		qp.handleRCLocked(pkt)
+	}
+}
+
+// responder is the receive-side state of a QP.
+type responder struct {
+	psn     wire.PSN // expected PSN
+	msn     wire.MSN
+	inMsg   bool // inside a multi-packet message
+	inSend  bool // ... which is a SEND (else a WRITE)
+	wqe     rwqe // receive WQE being filled
+	hasWQE  bool
+	off     int    // bytes placed in the current message
+	wva     uint64 // current WRITE: next address
+	wkey    wire.RKey
+	wlen    int  // current WRITE: DMA length
+	nakSent bool // a PSN sequence NAK is outstanding
+	dropMsg bool // UC: drop until the next FIRST/ONLY
+
+	ackPending bool
+	ackPSN     wire.PSN
+
+	res    []atomicRes // replay table of executed atomics
+	resIdx int
+}
+
+type atomicRes struct {
+	valid bool
+	psn   wire.PSN
+	orig  uint64
+}
+
+func (r *responder) initResources(n int) {
+	r.res = make([]atomicRes, max(n, 1))
+	r.resIdx = 0
+}
+
+// takeRecvLocked moves the next receive WQE into r.wqe.
+func (qp *QP) takeRecvLocked() bool {
+	r := &qp.resp
+	if qp.srq != nil {
+		if r.wqe.sgl == nil {
+			r.wqe.sgl = make([]mem.SGE, 0, MaxSGE)
+		}
+		if !qp.srq.take(&r.wqe) {
+			return false
+		}
+	} else {
+		if qp.rq.count() == 0 {
+			return false
+		}
+		w := qp.rq.peek()
+		r.wqe.id, r.wqe.length = w.id, w.length
+		r.wqe.sgl = append(r.wqe.sgl[:0], w.sgl...)
+		qp.rq.head++
+	}
+	r.hasWQE = true
+	r.off = 0
+	return true
+}
+
+func (qp *QP) completeRecvLocked(wc *WC, solicited bool) {
+	qp.resp.hasWQE = false
+	wc.WRID = qp.resp.wqe.id
+	wc.QPNum = uint32(qp.qpn)
+	if !qp.recvCQ.push(wc, solicited) {
+		qp.cqOverflowLocked()
+	}
+}
+
+// flushRecvLocked completes the receive WQE in progress and every posted one
+// with WR_FLUSH_ERR (not the SRQ's, which other QPs share).
+func (qp *QP) flushRecvLocked() {
+	if qp.resp.hasWQE {
+		qp.completeRecvLocked(&WC{Status: WRFlushErr, Opcode: WCRecv}, false)
+	}
+	if qp.srq != nil {
+		return
+	}
+	for qp.rq.count() > 0 {
+		w := qp.rq.peek()
+		wc := WC{WRID: w.id, Status: WRFlushErr, Opcode: WCRecv, QPNum: uint32(qp.qpn)}
+		qp.rq.head++
+		if !qp.recvCQ.push(&wc, false) {
+			break
+		}
+	}
+}
+
+// handleRCLocked is the RC responder for one request packet.
+func (qp *QP) handleRCLocked(pkt wire.Packet) {
+	r := &qp.resp
+	bth := pkt.BTH()
+	psn := bth.PSN()
+	diff := psn.Diff(r.psn)
+	switch {
+	case diff > 0:
+		// IBTA 9.7.5.1.2: a PSN sequence error is NAKed once, with the
+		// expected PSN, until the expected packet arrives.
+		qp.dev.stats.RxOutOfSeq.Add(1)
+		if !r.nakSent {
+			r.nakSent = true
+			qp.sendAckLocked(wire.NAKSyndrome(wire.NAKPSNSequence), r.psn)
+		}
+		return
+	case diff < 0:
+		qp.dev.stats.RxDuplicate.Add(1)
+		qp.duplicateLocked(pkt)
+		return
+	}
+	r.nakSent = false
+	info := pkt.Info()
+	if !qp.checkSequenceLocked(info) {
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+		return
+	}
+	switch {
+	case info.Is(wire.FlagSend):
+		qp.rcSendLocked(pkt)
+	case info.Is(wire.FlagWrite):
+		qp.rcWriteLocked(pkt)
+	case info.Is(wire.FlagRead):
+		qp.rcReadLocked(pkt, true)
+	case info.Is(wire.FlagAtomic):
+		qp.rcAtomicLocked(pkt)
+	default:
+		// FLUSH and ATOMIC_WRITE come with a later issue.
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+	}
+}
+
+// checkSequenceLocked enforces the opcode sequence of IBTA 9.8.3: a message
+// in progress continues with MIDDLE or LAST of its kind; otherwise only
+// FIRST or ONLY may come.
+func (qp *QP) checkSequenceLocked(info *wire.OpInfo) bool {
+	r := &qp.resp
+	cont := info.Is(wire.FlagMiddle) || info.Is(wire.FlagLast)
+	if r.inMsg {
+		return cont && info.Is(wire.FlagSend) == r.inSend && info.Is(wire.FlagWrite) == !r.inSend
+	}
+	return !cont
+}
+
+// checkPayloadLen enforces the packet length rules: FIRST and MIDDLE carry
+// exactly one path MTU, LAST and ONLY at most one.
+func (qp *QP) checkPayloadLen(info *wire.OpInfo, n int) bool {
+	if info.Is(wire.FlagFirst) || info.Is(wire.FlagMiddle) {
+		return n == qp.mtu
+	}
+	return n <= qp.mtu
+}
+
+func (qp *QP) rcSendLocked(pkt wire.Packet) {
+	r := &qp.resp
+	info := pkt.Info()
+	bth := pkt.BTH()
+	psn := bth.PSN()
+	payload := pkt.Payload()
+	if !qp.checkPayloadLen(info, len(payload)) {
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+		return
+	}
+	if info.Is(wire.FlagInv) {
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+		return
+	}
+	if info.Is(wire.FlagStart) && !qp.takeRecvLocked() {
+		qp.sendRNRLocked(psn)
+		return
+	}
+	if r.off+len(payload) > r.wqe.length {
+		// IBTA: a message longer than the receive buffer is a local length
+		// error for the responder and an invalid request for the requester.
+		// (Linux rxe 6.1 answers with a remote operational error instead.)
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocLenErr, EventQPReqErr)
+		return
+	}
+	if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
+		qp.responderErrorLocked(psn, wire.NAKRemoteOp, LocProtErr, EventQPAccessErr)
+		return
+	}
+	r.off += len(payload)
+	r.psn = psn.Add(1)
+	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), true
+	if info.Is(wire.FlagComplete) {
+		r.msn = r.msn.Add(1)
+		wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(r.off), SrcQP: qp.attr.DestQPN}
+		if imm, ok := pkt.Imm(); ok {
+			wc.Imm, wc.Flags = imm, WCWithImm
+		}
+		qp.completeRecvLocked(&wc, bth.Solicited())
+	}
+	if bth.AckReq() {
+		qp.ackLaterLocked(psn)
+	}
+}
+
+func (qp *QP) rcWriteLocked(pkt wire.Packet) {
+	r := &qp.resp
+	info := pkt.Info()
+	bth := pkt.BTH()
+	psn := bth.PSN()
+	payload := pkt.Payload()
+	if !qp.checkPayloadLen(info, len(payload)) {
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+		return
+	}
+	if info.Is(wire.FlagStart) {
+		reth := pkt.RETH()
+		if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
+			qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+			return
+		}
+		if int(reth.DMALen()) > 0 || len(payload) > 0 {
+			if _, err := qp.dev.mrs.Remote(reth.RKey(), qp.pd.id, reth.VA(), int(reth.DMALen()), mem.RemoteWrite); err != nil {
+				qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+				return
+			}
+		}
+		r.wva, r.wkey, r.wlen, r.off = reth.VA(), reth.RKey(), int(reth.DMALen()), 0
+	}
+	if r.off+len(payload) > r.wlen || (info.Is(wire.FlagComplete) && r.off+len(payload) != r.wlen) {
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+		return
+	}
+	_, hasImm := pkt.Imm()
+	if hasImm && !r.hasWQE && !qp.takeRecvLocked() {
+		qp.sendRNRLocked(psn)
+		return
+	}
+	if len(payload) > 0 {
+		dst, err := qp.dev.mrs.Remote(r.wkey, qp.pd.id, r.wva+uint64(r.off), len(payload), mem.RemoteWrite)
+		if err != nil {
+			qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+			return
+		}
+		copy(dst, payload)
+	}
+	r.off += len(payload)
+	r.psn = psn.Add(1)
+	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), false
+	if info.Is(wire.FlagComplete) {
+		r.msn = r.msn.Add(1)
+		if imm, ok := pkt.Imm(); ok {
+			wc := WC{Status: Success, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.wlen),
+				SrcQP: qp.attr.DestQPN, Imm: imm, Flags: WCWithImm}
+			qp.completeRecvLocked(&wc, bth.Solicited())
+		}
+		r.off = 0
+	}
+	if bth.AckReq() {
+		qp.ackLaterLocked(psn)
+	}
+}
+
+// rcReadLocked answers a READ request. fresh is false for a duplicate, which
+// is answered again from memory without moving the expected PSN.
+func (qp *QP) rcReadLocked(pkt wire.Packet, fresh bool) {
+	r := &qp.resp
+	psn := pkt.BTH().PSN()
+	reth := pkt.RETH()
+	n := int(reth.DMALen())
+	if qp.attr.AccessFlags&AccessRemoteRead == 0 {
+		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+		return
+	}
+	if n > 0 {
+		if _, err := qp.dev.mrs.Remote(reth.RKey(), qp.pd.id, reth.VA(), n, mem.RemoteRead); err != nil {
+			qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+			return
+		}
+	}
+	npk := packetsFor(n, qp.mtu)
+	if fresh {
+		r.msn = r.msn.Add(1)
+		r.psn = psn.Add(npk)
+		qp.clearAckLocked(psn)
+	}
+	for i := 0; i < npk; i++ {
+		off := i * qp.mtu
+		m := min(n-off, qp.mtu)
+		var op wire.Opcode
+		switch {
+		case npk == 1:
+			op = wire.RCReadResponseOnly
+		case i == 0:
+			op = wire.RCReadResponseFirst
+		case i == npk-1:
+			op = wire.RCReadResponseLast
+		default:
+			op = wire.RCReadResponseMiddle
+		}
+		var h wire.Headers
+		h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn.Add(i)}
+		h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: r.msn}
+		p := link.Get()
+		hl, _ := wire.WriteHeaders(p.Buf, &h, m)
+		if m > 0 {
+			src, err := qp.dev.mrs.Remote(reth.RKey(), qp.pd.id, reth.VA()+uint64(off), m, mem.RemoteRead)
+			if err != nil {
+				link.Put(p)
+				qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+				return
+			}
+			copy(p.Buf[hl:], src)
+		}
+		qp.finishPacketLocked(p, hl, m)
+	}
+}
+
+func (qp *QP) rcAtomicLocked(pkt wire.Packet) {
+	r := &qp.resp
+	psn := pkt.BTH().PSN()
+	ae := pkt.AtomicETH()
+	if qp.attr.AccessFlags&AccessRemoteAtomic == 0 {
+		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+		return
+	}
+	if ae.VA()%8 != 0 {
+		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
+		return
+	}
+	b, err := qp.dev.mrs.Remote(ae.RKey(), qp.pd.id, ae.VA(), 8, mem.RemoteAtomic)
+	if err != nil {
+		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+		return
+	}
+	var orig uint64
+	if pkt.Opcode() == wire.RCCompareSwap {
+		orig = mem.CompareSwap(b, ae.Compare(), ae.SwapAdd())
+	} else {
+		orig = mem.FetchAdd(b, ae.SwapAdd())
+	}
+	r.res[r.resIdx] = atomicRes{valid: true, psn: psn, orig: orig}
+	r.resIdx = (r.resIdx + 1) % len(r.res)
+	r.msn = r.msn.Add(1)
+	r.psn = psn.Add(1)
+	qp.clearAckLocked(psn)
+	qp.sendAtomicAckLocked(psn, orig)
+}
+
+// duplicateLocked answers a request with a PSN already seen (IBTA 9.7.5.1.1):
+// SEND and WRITE are acknowledged again, READs are answered again from
+// memory, atomics replay their saved result.
+func (qp *QP) duplicateLocked(pkt wire.Packet) {
+	info := pkt.Info()
+	psn := pkt.BTH().PSN()
+	switch {
+	case info.Is(wire.FlagRead):
+		qp.rcReadLocked(pkt, false)
+	case info.Is(wire.FlagAtomic):
+		for _, res := range qp.resp.res {
+			if res.valid && res.psn == psn {
+				qp.sendAtomicAckLocked(psn, res.orig)
+				return
+			}
+		}
+		// Too old to replay: drop; the requester times out.
+	default:
+		qp.ackLaterLocked(qp.resp.psn.Add(-1))
+	}
+}
+
+// responderErrorLocked NAKs psn with code, completes the receive WQE in
+// progress with status (if any and if status is non-zero), raises the async
+// event and moves the QP to the error state (IBTA class C/D responder errors).
+func (qp *QP) responderErrorLocked(psn wire.PSN, code wire.NAKCode, status Status, ev EventType) {
+	qp.resp.ackPending = false
+	qp.sendAckLocked(wire.NAKSyndrome(code), psn)
+	if qp.resp.hasWQE && status != 0 {
+		qp.completeRecvLocked(&WC{Status: status, Opcode: WCRecv}, false)
+	}
+	qp.dev.postEvent(AsyncEvent{Type: ev, QP: qp})
+	qp.enterErrorLocked()
+}
+
+func (qp *QP) sendRNRLocked(psn wire.PSN) {
+	qp.resp.ackPending = false
+	qp.sendAckLocked(wire.RNRSyndrome(qp.attr.MinRNRTimer), psn)
+}
+
+func (qp *QP) ackLaterLocked(psn wire.PSN) {
+	r := &qp.resp
+	if !r.ackPending || psn.After(r.ackPSN) {
+		r.ackPSN = psn
+	}
+	r.ackPending = true
+}
+
+// clearAckLocked drops a pending ACK that a response at psn makes redundant.
+func (qp *QP) clearAckLocked(psn wire.PSN) {
+	if qp.resp.ackPending && !psn.Before(qp.resp.ackPSN) {
+		qp.resp.ackPending = false
+	}
+}
+
+func (qp *QP) sendPendingAckLocked() {
+	if qp.resp.ackPending {
+		qp.resp.ackPending = false
+		qp.sendAckLocked(wire.SyndromeACKUnlimited, qp.resp.ackPSN)
+	}
+}
+
+func (qp *QP) sendAckLocked(syn wire.Syndrome, psn wire.PSN) {
+	var h wire.Headers
+	h.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
+	h.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
+	p := link.Get()
+	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)
+	qp.finishPacketLocked(p, hl, 0)
+}
+
+func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
+	var h wire.Headers
+	h.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
+	h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
+	h.AtomicAck = orig
+	p := link.Get()
+	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)
+	qp.finishPacketLocked(p, hl, 0)
+}
+
+// finishPacketLocked pads a packet whose headers and n payload bytes are in
+// place, addresses it to the connected peer and queues it.
+func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
+	end := hl + n + wire.PadFor(n)
+	clear(p.Buf[hl+n : end])
+	p.N = end + wire.ICRCLen
+	p.Src = netipAddrPort(qp.src)
+	p.Dst = qp.dst
+	qp.queueLocked(p)
+}
+
+// handleUCLocked is the UC responder: no ACKs; a PSN gap drops the rest of
+// the message and the responder resynchronises on the next FIRST or ONLY.
+func (qp *QP) handleUCLocked(pkt wire.Packet) {
+	r := &qp.resp
+	info := pkt.Info()
+	psn := pkt.BTH().PSN()
+	if psn != r.psn || r.dropMsg {
+		if psn != r.psn {
+			qp.dev.stats.RxOutOfSeq.Add(1)
+		}
+		r.psn = psn.Add(1)
+		r.inMsg = false
+		r.off = 0 // a receive WQE in progress is reused for the next message
+		if !info.Is(wire.FlagStart) {
+			r.dropMsg = true
+			return
+		}
+		r.dropMsg = false
+	}
+	if !qp.checkSequenceLocked(info) || !qp.checkPayloadLen(info, len(pkt.Payload())) {
+		r.psn = psn.Add(1)
+		r.inMsg, r.off = false, 0
+		r.dropMsg = !info.Is(wire.FlagComplete)
+		return
+	}
+	payload := pkt.Payload()
+	bth := pkt.BTH()
+	if info.Is(wire.FlagSend) {
+		if info.Is(wire.FlagStart) && !r.hasWQE && !qp.takeRecvLocked() {
+			r.psn = psn.Add(1)
+			r.dropMsg = !info.Is(wire.FlagComplete)
+			return
+		}
+		if info.Is(wire.FlagStart) {
+			r.off = 0
+		}
+		if r.off+len(payload) > r.wqe.length {
+			qp.completeRecvLocked(&WC{Status: LocLenErr, Opcode: WCRecv}, false)
+			qp.dev.postEvent(AsyncEvent{Type: EventQPReqErr, QP: qp})
+			qp.enterErrorLocked()
+			return
+		}
+		if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
+			qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
+			qp.dev.postEvent(AsyncEvent{Type: EventQPAccessErr, QP: qp})
+			qp.enterErrorLocked()
+			return
+		}
+		r.off += len(payload)
+		r.psn = psn.Add(1)
+		r.inMsg, r.inSend = !info.Is(wire.FlagComplete), true
+		if info.Is(wire.FlagComplete) {
+			wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(r.off), SrcQP: qp.attr.DestQPN}
+			if imm, ok := pkt.Imm(); ok {
+				wc.Imm, wc.Flags = imm, WCWithImm
+			}
+			qp.completeRecvLocked(&wc, bth.Solicited())
+		}
+		return
+	}
+	// WRITE: an access error drops the message silently (no one to NAK).
+	if info.Is(wire.FlagStart) {
+		reth := pkt.RETH()
+		r.wva, r.wkey, r.wlen, r.off = reth.VA(), reth.RKey(), int(reth.DMALen()), 0
+		if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
+			r.psn, r.dropMsg = psn.Add(1), !info.Is(wire.FlagComplete)
+			return
+		}
+	}
+	_, hasImm := pkt.Imm()
+	if r.off+len(payload) > r.wlen || (hasImm && !r.hasWQE && !qp.takeRecvLocked()) {
+		r.psn, r.dropMsg, r.inMsg = psn.Add(1), !info.Is(wire.FlagComplete), false
+		return
+	}
+	if len(payload) > 0 {
+		dst, err := qp.dev.mrs.Remote(r.wkey, qp.pd.id, r.wva+uint64(r.off), len(payload), mem.RemoteWrite)
+		if err != nil {
+			r.psn, r.dropMsg, r.inMsg = psn.Add(1), !info.Is(wire.FlagComplete), false
+			return
+		}
+		copy(dst, payload)
+	}
+	r.off += len(payload)
+	r.psn = psn.Add(1)
+	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), false
+	if info.Is(wire.FlagComplete) {
+		if imm, ok := pkt.Imm(); ok {
+			wc := WC{Status: Success, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.wlen),
+				SrcQP: qp.attr.DestQPN, Imm: imm, Flags: WCWithImm}
+			qp.completeRecvLocked(&wc, bth.Solicited())
+		}
+		r.off = 0
+	}
+}
+
+// grhLen is the room at the start of a UD receive buffer for the GRH.
+const grhLen = 40
+
+// handleUDLocked delivers a UD datagram: Q_Key check, GRH area (the IPv4
+// header sits at offset 20 of it), payload after it.
+func (qp *QP) handleUDLocked(pkt wire.Packet, p *link.Packet) {
+	deth := pkt.DETH()
+	if deth.QKey() != wire.QKey(qp.attr.QKey) {
+		qp.dev.stats.RxQKeyDrop.Add(1)
+		return
+	}
+	if !qp.takeRecvLocked() {
+		qp.dev.stats.RxBadState.Add(1) // no receive posted: UD drops silently
+		return
+	}
+	payload := pkt.Payload()
+	if grhLen+len(payload) > qp.resp.wqe.length {
+		qp.completeRecvLocked(&WC{Status: LocLenErr, Opcode: WCRecv}, false)
+		return
+	}
+	var grh [grhLen]byte
+	buildGRH(&grh, p, len(payload)+wire.ICRCLen+pkt.Info().HdrLen+pkt.BTH().PadCount())
+	if err := qp.dev.mrs.Scatter(grh[:], qp.pd.id, qp.resp.wqe.sgl, 0); err != nil {
+		qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
+		return
+	}
+	if err := qp.dev.mrs.Scatter(payload, qp.pd.id, qp.resp.wqe.sgl, grhLen); err != nil {
+		qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
+		return
+	}
+	wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(grhLen + len(payload)),
+		SrcQP: uint32(deth.SrcQP()), Flags: WCGRH}
+	if imm, ok := pkt.Imm(); ok {
+		wc.Imm, wc.Flags = imm, wc.Flags|WCWithImm
+	}
+	qp.completeRecvLocked(&wc, pkt.BTH().Solicited())
+}
+
+// buildGRH writes the 40-byte GRH area of a UD receive: an IPv6 header, or
+// for IPv4 twenty zero bytes followed by the IPv4 header, as Linux rxe does.
+// roceLen is the UDP payload length. Fields the socket cannot see (TTL, ID,
+// traffic class) carry the usual defaults.
+func buildGRH(g *[grhLen]byte, p *link.Packet, roceLen int) {
+	src, dst := p.Src.Addr().Unmap(), p.Dst.Addr().Unmap()
+	udpLen := 8 + roceLen
+	if src.Is4() {
+		h := g[20:]
+		h[0] = 0x45
+		binary.BigEndian.PutUint16(h[2:], uint16(20+udpLen))
+		binary.BigEndian.PutUint16(h[6:], wire.IPv4DontFragment)
+		h[8] = 64
+		h[9] = 17
+		s, d := src.As4(), dst.As4()
+		copy(h[12:], s[:])
+		copy(h[16:], d[:])
+		var sum uint32
+		for i := 0; i < 20; i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(h[i:]))
+		}
+		for sum > 0xffff {
+			sum = sum&0xffff + sum>>16
+		}
+		binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+		return
+	}
+	g[0] = 0x60
+	binary.BigEndian.PutUint16(g[4:], uint16(udpLen))
+	g[6] = 17
+	g[7] = 64
+	s, d := p.Src.Addr().As16(), p.Dst.Addr().As16()
+	copy(g[8:], s[:])
+	copy(g[24:], d[:])
+}

@@ -1,0 +1,512 @@
+// The requester: PostSend validates work requests into send queue slots, and
+// progressLocked turns them into packets (FIRST/MIDDLE/LAST/ONLY by path MTU)
+// within the PSN window and the read/atomic credits, gathering payload from
+// registered memory straight into pooled packet buffers.
+
+package verbs
+
+import (
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+const (
+	outBatch = 64 // packets per link.Send call
+	// maxUnacked is the PSN window: packets sent and not yet acknowledged
+	// (Linux rxe allows 128).
+	maxUnacked = 128
+	// ackEvery asks for an ACK at least every this many packets of a message.
+	ackEvery = 64
+)
+
+type requester struct {
+	psn       wire.PSN // next PSN to send
+	ackedPSN  wire.PSN // oldest PSN not yet acknowledged
+	rdAtomic  int      // READ/atomic requests outstanding
+	retryLeft int
+	rnrLeft   int
+	deadline  int64 // retransmit deadline, clock nanoseconds; 0 = none
+	rnrWait   bool  // waiting for the RNR timer
+	noAckPkts int   // packets since the last AckReq
+	// readRetry is set after out-of-order read responses caused a rewind,
+	// so the rest of the old response stream does not cause more (rxe's
+	// started_retry); the expected response clears it.
+	readRetry bool
+}
+
+// PostSend posts send work requests. On error the returned *WRError says
+// which request failed; the ones before it were posted.
+func (qp *QP) PostSend(wrs []SendWR) error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	defer qp.flushLocked()
+	for i := range wrs {
+		wr := &wrs[i]
+		if err := qp.checkSendLocked(wr); err != nil {
+			return &WRError{Index: i, WRID: wr.ID, Err: err}
+		}
+		if err := qp.enqueueLocked(wr); err != nil {
+			return &WRError{Index: i, WRID: wr.ID, Err: err}
+		}
+	}
+	switch qp.state {
+	case StateRTS:
+		qp.progressLocked()
+	case StateErr:
+		qp.flushSendLocked()
+	}
+	return nil
+}
+
+func (qp *QP) checkSendLocked(wr *SendWR) error {
+	if qp.dead {
+		return errf(ErrClosed, "QP destroyed")
+	}
+	switch qp.state {
+	case StateRTS, StateSQD, StateErr:
+	default:
+		return errf(ErrState, "post send in state %v", qp.state)
+	}
+	if qp.sq.outstanding() == len(qp.sq.slots) {
+		return errf(ErrQueueFull, "send queue holds %d", len(qp.sq.slots))
+	}
+	if len(wr.SGL) > qp.attr.Cap.MaxSendSGE && wr.Flags&SendInline == 0 {
+		return errf(ErrInvalid, "%d SGEs, QP allows %d", len(wr.SGL), qp.attr.Cap.MaxSendSGE)
+	}
+	n := sglLen(wr.SGL)
+	switch qp.typ {
+	case RC:
+		if _, ok := wrNames[wr.Opcode]; !ok {
+			return errf(ErrInvalid, "opcode %v", wr.Opcode)
+		}
+	case UC:
+		switch wr.Opcode {
+		case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
+		default:
+			return errf(ErrInvalid, "opcode %v on a UC QP", wr.Opcode)
+		}
+	case UD:
+		if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
+			return errf(ErrInvalid, "opcode %v on a UD QP", wr.Opcode)
+		}
+		if wr.AH == nil || wr.AH.dead.Load() {
+			return errf(ErrInvalid, "UD send without a valid address handle")
+		}
+		if wr.AH.pd != qp.pd {
+			return errf(ErrInvalid, "address handle of another PD")
+		}
+		if wr.RemoteQPN > wire.Mask24 {
+			return errf(ErrInvalid, "remote QPN %#x", wr.RemoteQPN)
+		}
+	}
+	if wr.Flags&SendInline != 0 {
+		if int(n) > qp.attr.Cap.MaxInlineData {
+			return errf(ErrInvalid, "%d inline bytes, QP allows %d", n, qp.attr.Cap.MaxInlineData)
+		}
+		if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+			return errf(ErrInvalid, "inline %v", wr.Opcode)
+		}
+	}
+	if n > MaxMsgSize {
+		return errf(ErrInvalid, "message of %d bytes", n)
+	}
+	if wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return errf(ErrInvalid, "atomic needs one 8-byte SGE")
+		}
+	}
+	return nil
+}
+
+func (qp *QP) enqueueLocked(wr *SendWR) error {
+	w := qp.sq.at(qp.sq.tail)
+	*w = swqe{sgl: w.sgl[:0], inline: w.inline[:0]}
+	w.id, w.op, w.flags, w.imm = wr.ID, wr.Opcode, wr.Flags, wr.Imm
+	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wire.RKey(wr.RKey), wr.CompareAdd, wr.Swap
+	w.signaled = qp.sqSigAll || wr.Flags&SendSignaled != 0
+	w.length = int(sglLen(wr.SGL))
+	if wr.Flags&SendInline != 0 {
+		w.isInline = true
+		w.inline = w.inline[:w.length]
+		w.sgl = appendSGL(w.sgl[:0], wr.SGL)
+		err := qp.dev.mrs.Gather(w.inline, qp.pd.id, w.sgl, 0)
+		w.sgl = w.sgl[:0]
+		if err != nil {
+			// libibverbs copies inline data from plain pointers; with keys,
+			// a bad SGE is a local protection error at post time.
+			return errf(ErrInvalid, "inline data: %v", err)
+		}
+	} else {
+		w.sgl = appendSGL(w.sgl, wr.SGL)
+	}
+	if qp.typ == UD {
+		w.src, w.dst = wr.AH.src, wr.AH.dst
+		w.rqpn = wire.QPN(wr.RemoteQPN)
+		w.qkey = wire.QKey(wr.RemoteQKey)
+		if w.qkey.Controlled() {
+			w.qkey = wire.QKey(qp.attr.QKey)
+		}
+	}
+	w.state = wqePosted
+	qp.sq.tail++
+	return nil
+}
+
+// packetsFor returns how many PSNs a message of n bytes uses.
+func packetsFor(n, mtu int) int {
+	if n == 0 {
+		return 1
+	}
+	return (n + mtu - 1) / mtu
+}
+
+// progressLocked sends what the window and credits allow.
+func (qp *QP) progressLocked() {
+	for (qp.state == StateRTS || qp.state == StateSQD) && qp.sq.cur != qp.sq.tail {
+		idx := qp.sq.cur
+		w := qp.sq.at(idx)
+		if w.state == wqePosted {
+			if qp.state == StateSQD || qp.req.rnrWait {
+				return // draining starts nothing new; RNR waits for its timer
+			}
+			if !qp.startLocked(w) {
+				return
+			}
+		}
+		if !qp.sendPacketsLocked(w) {
+			return
+		}
+		if qp.sq.cur == idx {
+			qp.sq.cur++
+		}
+	}
+}
+
+// startLocked decides whether w may start now and assigns its PSNs.
+func (qp *QP) startLocked(w *swqe) bool {
+	if qp.typ == RC {
+		isRdAtomic := w.op == WRRDMARead || w.op == WRAtomicCmpAndSwp || w.op == WRAtomicFetchAndAdd
+		if w.flags&SendFence != 0 && qp.req.rdAtomic > 0 {
+			return false
+		}
+		if isRdAtomic {
+			if qp.req.rdAtomic >= max(qp.attr.MaxRdAtomic, 1) {
+				return false
+			}
+			qp.req.rdAtomic++
+		}
+	}
+	if qp.typ == UD && w.length > qp.mtu {
+		qp.failSendLocked(w, LocLenErr)
+		return false
+	}
+	w.npkts = 1
+	switch w.op {
+	case WRRDMARead:
+		w.npkts = packetsFor(w.length, qp.mtu)
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	default:
+		if qp.typ != UD {
+			w.npkts = packetsFor(w.length, qp.mtu)
+		}
+	}
+	w.firstPSN = qp.req.psn
+	w.lastPSN = qp.req.psn.Add(w.npkts - 1)
+	w.sent = 0
+	w.readPkts = 0
+	w.state = wqeSending
+	return true
+}
+
+// sendPacketsLocked emits w's remaining packets within the window. It
+// reports true when every packet of w has been sent.
+func (qp *QP) sendPacketsLocked(w *swqe) bool {
+	switch w.op {
+	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		if w.state != wqeSending {
+			return true
+		}
+		if !qp.windowOpenLocked(w.npkts) {
+			return false
+		}
+		qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
+		w.state = wqeSent
+		qp.req.psn = w.lastPSN.Add(1)
+		return true
+	}
+	for w.state == wqeSending {
+		if qp.typ == RC && !qp.windowOpenLocked(1) {
+			return false
+		}
+		off := w.sent
+		n := min(w.length-off, qp.mtu)
+		psn := w.firstPSN.Add(off / qp.mtu)
+		if !qp.emitRequestLocked(w, psn, off, n) {
+			return true // failed and completed with an error
+		}
+		w.sent += n
+		qp.req.psn = psn.Add(1)
+		if w.sent >= w.length {
+			w.state = wqeSent
+			if qp.typ != RC {
+				qp.completeSendLocked(w, Success)
+			}
+		}
+	}
+	return true
+}
+
+func (qp *QP) windowOpenLocked(n int) bool {
+	if qp.typ != RC {
+		return true
+	}
+	inFlight := int(qp.req.psn.Diff(qp.req.ackedPSN))
+	return inFlight == 0 || inFlight+n <= maxUnacked
+}
+
+// emitRequestLocked builds one request packet of w at psn carrying bytes
+// [off, off+n) of the message. It reports false if the WQE failed.
+func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
+	var h wire.Headers
+	first := off == 0
+	last := off+n >= w.length
+	op := requestOpcode(qp.typ, w.op, first, last)
+	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
+	dst, src := qp.dst, qp.src
+	switch w.op {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		h.RETH = wire.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
+	case WRRDMARead:
+		done := w.readPkts * qp.mtu
+		h.RETH = wire.RETHFields{VA: w.raddr + uint64(done), RKey: w.rkey, DMALen: uint32(w.length - done)}
+	case WRAtomicCmpAndSwp:
+		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swap, Compare: w.cmpAdd}
+	case WRAtomicFetchAndAdd:
+		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.cmpAdd}
+	}
+	h.Imm = w.imm
+	if qp.typ == UD {
+		h.BTH.DestQP = w.rqpn
+		h.DETH = wire.DETHFields{QKey: w.qkey, SrcQP: qp.qpn}
+		dst, src = w.dst, w.src
+	}
+	if last && w.flags&SendSolicited != 0 && (w.op == WRSend || w.op == WRSendWithImm || w.op == WRRDMAWriteWithImm) {
+		h.BTH.Solicited = true
+	}
+	if qp.typ == RC {
+		qp.req.noAckPkts++
+		if last || qp.req.noAckPkts >= ackEvery || w.op == WRRDMARead {
+			h.BTH.AckReq = true
+			qp.req.noAckPkts = 0
+		}
+	}
+	p := link.Get()
+	hl, err := wire.WriteHeaders(p.Buf, &h, n)
+	if err != nil {
+		link.Put(p)
+		qp.dev.log.Error("building request", "qpn", qp.qpn, "err", err)
+		qp.failSendLocked(w, LocQPOpErr)
+		return false
+	}
+	if n > 0 {
+		var gerr error
+		if w.isInline {
+			copy(p.Buf[hl:hl+n], w.inline[off:off+n])
+		} else {
+			gerr = qp.dev.mrs.Gather(p.Buf[hl:hl+n], qp.pd.id, w.sgl, off)
+		}
+		if gerr != nil {
+			link.Put(p)
+			qp.failSendLocked(w, LocProtErr)
+			return false
+		}
+	}
+	end := hl + n + wire.PadFor(n)
+	clear(p.Buf[hl+n : end])
+	p.N = end + wire.ICRCLen
+	p.Src = netipAddrPort(src)
+	p.Dst = dst
+	qp.queueLocked(p)
+	if qp.typ == RC {
+		qp.armRetryLocked()
+	}
+	return true
+}
+
+func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
+	base := wire.TransportRC
+	switch t {
+	case UC:
+		base = wire.TransportUC
+	case UD:
+		base = wire.TransportUD
+	}
+	var o wire.Opcode
+	switch op {
+	case WRSend, WRSendWithImm:
+		imm := op == WRSendWithImm
+		switch {
+		case first && last && imm:
+			o = wire.OpSendOnlyImm
+		case first && last:
+			o = wire.OpSendOnly
+		case first:
+			o = wire.OpSendFirst
+		case last && imm:
+			o = wire.OpSendLastImm
+		case last:
+			o = wire.OpSendLast
+		default:
+			o = wire.OpSendMiddle
+		}
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		imm := op == WRRDMAWriteWithImm
+		switch {
+		case first && last && imm:
+			o = wire.OpWriteOnlyImm
+		case first && last:
+			o = wire.OpWriteOnly
+		case first:
+			o = wire.OpWriteFirst
+		case last && imm:
+			o = wire.OpWriteLastImm
+		case last:
+			o = wire.OpWriteLast
+		default:
+			o = wire.OpWriteMiddle
+		}
+	case WRRDMARead:
+		o = wire.OpReadRequest
+	case WRAtomicCmpAndSwp:
+		o = wire.OpCompareSwap
+	case WRAtomicFetchAndAdd:
+		o = wire.OpFetchAdd
+	}
+	return base | o
+}
+
+// queueLocked adds a packet to the QP's outgoing batch.
+func (qp *QP) queueLocked(p *link.Packet) {
+	qp.out = append(qp.out, p)
+	if len(qp.out) >= outBatch {
+		qp.flushLocked()
+	}
+}
+
+// flushLocked hands the outgoing batch to the link.
+func (qp *QP) flushLocked() {
+	if len(qp.out) == 0 {
+		return
+	}
+	if err := qp.dev.link.Send(qp.out); err != nil {
+		qp.dev.log.Debug("link send", "qpn", qp.qpn, "err", err)
+	}
+	for i, p := range qp.out {
+		link.Put(p)
+		qp.out[i] = nil
+	}
+	qp.out = qp.out[:0]
+}
+
+// completeSendLocked marks w done with status s and retires every finished
+// WQE at the head of the queue, in order.
+func (qp *QP) completeSendLocked(w *swqe, s Status) {
+	if w.state == wqeDone {
+		return
+	}
+	w.state = wqeDone
+	w.status = s
+	if qp.typ == RC && (w.op == WRRDMARead || w.op == WRAtomicCmpAndSwp || w.op == WRAtomicFetchAndAdd) && qp.req.rdAtomic > 0 {
+		qp.req.rdAtomic--
+	}
+	qp.retireLocked()
+}
+
+func (qp *QP) retireLocked() {
+	for qp.sq.head != qp.sq.tail {
+		w := qp.sq.at(qp.sq.head)
+		if w.state != wqeDone {
+			break
+		}
+		if w.signaled || w.status != Success {
+			wc := WC{WRID: w.id, Status: w.status, Opcode: wcOpcodeOf(w.op), QPNum: uint32(qp.qpn)}
+			if w.status == Success {
+				switch w.op {
+				case WRRDMARead:
+					wc.ByteLen = uint32(w.length)
+				case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+					wc.ByteLen = 8
+				}
+			}
+			if !qp.sendCQ.push(&wc, false) {
+				qp.cqOverflowLocked()
+			}
+		}
+		w.state = wqeIdle
+		qp.sq.head++
+		if qp.sq.cur < qp.sq.head {
+			qp.sq.cur = qp.sq.head
+		}
+	}
+	qp.checkDrainedLocked()
+}
+
+func wcOpcodeOf(op WROpcode) WCOpcode {
+	switch op {
+	case WRRDMAWrite, WRRDMAWriteWithImm:
+		return WCRDMAWrite
+	case WRRDMARead:
+		return WCRDMARead
+	case WRAtomicCmpAndSwp:
+		return WCCompSwap
+	case WRAtomicFetchAndAdd:
+		return WCFetchAdd
+	}
+	return WCSend
+}
+
+// failSendLocked completes w with an error and moves the QP to ERR, which
+// flushes everything after it.
+func (qp *QP) failSendLocked(w *swqe, s Status) {
+	qp.completeSendLocked(w, s)
+	if qp.state != StateErr {
+		qp.enterErrorLocked()
+	}
+}
+
+// flushSendLocked completes every outstanding send WQE with WR_FLUSH_ERR.
+func (qp *QP) flushSendLocked() {
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state != wqeDone {
+			w.state = wqeDone
+			w.status = WRFlushErr
+		}
+	}
+	qp.req.rdAtomic = 0
+	qp.retireLocked()
+}
+
+func (qp *QP) checkDrainedLocked() {
+	if qp.state != StateSQD || qp.sq.drainNotified {
+		return
+	}
+	// Drained when nothing started is still outstanding.
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		if qp.sq.at(i).state != wqePosted {
+			return
+		}
+	}
+	qp.sq.drainNotified = true
+	if qp.attr.EnSQDAsyncNotify {
+		qp.dev.postEvent(AsyncEvent{Type: EventSQDrained, QP: qp})
+	}
+}
+
+func (qp *QP) cqOverflowLocked() {
+	if qp.state == StateErr {
+		return
+	}
+	qp.dev.postEvent(AsyncEvent{Type: EventQPFatal, QP: qp})
+	qp.enterErrorLocked()
+}
