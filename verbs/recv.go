@@ -152,7 +152,6 @@ func (qp *QP) takeRecvLocked() bool {
 		qp.rq.head++
 	}
 	r.hasWQE = true
-	r.off = 0
 	return true
 }
 
@@ -261,9 +260,12 @@ func (qp *QP) rcSendLocked(pkt wire.Packet) {
 		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
 		return
 	}
-	if info.Is(wire.FlagStart) && !qp.takeRecvLocked() {
-		qp.sendRNRLocked(psn)
-		return
+	if info.Is(wire.FlagStart) {
+		if !qp.takeRecvLocked() {
+			qp.sendRNRLocked(psn)
+			return
+		}
+		r.off = 0
 	}
 	if r.off+len(payload) > r.wqe.length {
 		// IBTA: a message longer than the receive buffer is a local length

@@ -1,0 +1,45 @@
+// Command softrdma is the command-line face of the softrdma software RDMA
+// device: a guided demo now, and the rdma-core-style tools as they land.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+)
+
+var commands = map[string]struct {
+	run  func(ctx context.Context, args []string, out io.Writer) error
+	help string
+}{
+	"demo": {runDemo, "two devices on 127.0.0.1 and 127.0.0.2 over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency"},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: softrdma <command> [flags]")
+	fmt.Fprintln(w, "commands:")
+	for name, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", name, c.help)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "softrdma: unknown command %q\n", os.Args[1])
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := c.run(ctx, os.Args[2:], os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "softrdma %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}

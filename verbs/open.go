@@ -1,0 +1,143 @@
+// Opening devices on kernel UDP sockets: on given IP addresses, or on a
+// network interface whose addresses form the GID table in the order Linux
+// rxe lists them.
+
+package verbs
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/link/udp"
+)
+
+// rxeHeaderRoom is what Linux rxe subtracts from a netdev MTU to get the
+// largest path MTU (Ethernet, IP, UDP and RoCE headers): 1500 gives 1024.
+const rxeHeaderRoom = 80
+
+// UDPOptions configure a device on UDP sockets.
+type UDPOptions struct {
+	Options
+	// Port is the local UDP port; 0 means 4791, the RoCEv2 port.
+	Port uint16
+	// ICRCPolicy decides what to do with IPv4 packets whose ICRC cannot be
+	// verified (see link/udp).
+	ICRCPolicy udp.ICRCPolicy
+}
+
+// OpenUDP opens a device speaking RoCEv2 over UDP on the given local
+// addresses, which become its GID table in that order. Unless opts sets it,
+// the port MTU follows the MTU of the interface owning the first address.
+func OpenUDP(addrs []netip.Addr, opts *UDPOptions) (*Device, error) {
+	var o UDPOptions
+	if opts != nil {
+		o = *opts
+	}
+	if len(addrs) == 0 {
+		return nil, errf(ErrInvalid, "no addresses")
+	}
+	if o.Port == 0 {
+		o.Port = link.DefaultPort
+	}
+	if o.MTU == 0 {
+		if ifc, err := interfaceOf(addrs[0]); err == nil {
+			o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+		}
+		if o.MTU == 0 {
+			o.MTU = MTU1024
+		}
+	}
+	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	d, err := Open(l, &o.Options)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// OpenInterface opens a device on every IP address of the named network
+// interface. The GID table follows Linux rxe: IPv6 link-local addresses
+// first, then IPv4 addresses (as IPv4-mapped GIDs), then other IPv6
+// addresses, so GID indexes mean the same as on a Linux host.
+func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, errf(ErrInvalid, "interface %q: %v", name, err)
+	}
+	addrs, err := InterfaceGIDOrder(ifc)
+	if err != nil {
+		return nil, err
+	}
+	var o UDPOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Name == "" {
+		o.Name = "softrdma_" + name
+	}
+	if o.MTU == 0 {
+		o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+	}
+	return OpenUDP(addrs, &o)
+}
+
+// InterfaceGIDOrder returns an interface's addresses in rxe's GID order.
+func InterfaceGIDOrder(ifc *net.Interface) ([]netip.Addr, error) {
+	as, err := ifc.Addrs()
+	if err != nil {
+		return nil, errf(ErrInvalid, "addresses of %s: %v", ifc.Name, err)
+	}
+	var ll, v4, v6 []netip.Addr
+	for _, a := range as {
+		pfx, err := netip.ParsePrefix(a.String())
+		if err != nil {
+			continue
+		}
+		ip := pfx.Addr().Unmap()
+		switch {
+		case ip.Is4():
+			v4 = append(v4, ip)
+		case ip.IsLinkLocalUnicast():
+			ll = append(ll, ip.WithZone(ifc.Name))
+		default:
+			v6 = append(v6, ip)
+		}
+	}
+	out := append(append(ll, v4...), v6...)
+	if len(out) == 0 {
+		return nil, errf(ErrInvalid, "interface %s has no IP addresses", ifc.Name)
+	}
+	return out, nil
+}
+
+func interfaceOf(a netip.Addr) (*net.Interface, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	a = a.Unmap().WithZone("")
+	for i := range ifs {
+		as, _ := ifs[i].Addrs()
+		for _, x := range as {
+			if p, err := netip.ParsePrefix(x.String()); err == nil && p.Addr().Unmap() == a {
+				return &ifs[i], nil
+			}
+		}
+	}
+	// 127.0.0.0/8 addresses other than 127.0.0.1 are not listed but are
+	// served by the loopback interface.
+	if a.IsLoopback() {
+		for i := range ifs {
+			if ifs[i].Flags&net.FlagLoopback != 0 {
+				return &ifs[i], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no interface has address %v", a)
+}
