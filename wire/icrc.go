@@ -88,8 +88,21 @@ func ICRC(f *Framing, pkt []byte) uint32 {
 	copy(hdr[n:], pkt[:BTHLen])
 	hdr[n+4] = 0xff // FECN, BECN, reserved
 	n += BTHLen
-	crc := crc32.ChecksumIEEE(hdr[:n])
+	crc := crcUpdate(0, hdr[:n])
 	return crc32.Update(crc, crc32.IEEETable, pkt[BTHLen:len(pkt)-ICRCLen])
+}
+
+// crcUpdate is crc32.Update with the IEEE table for the short masked prefix.
+// hash/crc32 calls its CPU-specific code through a function variable, which
+// makes any slice it is given escape: hashing hdr with it would move hdr to
+// the heap on every call.
+func crcUpdate(crc uint32, p []byte) uint32 {
+	tab := crc32.IEEETable
+	crc = ^crc
+	for _, v := range p {
+		crc = tab[byte(crc)^v] ^ crc>>8
+	}
+	return ^crc
 }
 
 // Seal computes the ICRC of pkt and stores it in its last four bytes.

@@ -210,7 +210,7 @@ var ErrBuild = errors.New("wire: cannot build packet")
 // WriteHeaders writes the BTH and the extension headers h.BTH.Opcode calls
 // for into b, with the pad count set for a payload of payloadLen bytes, and
 // returns the header length. The caller then writes the payload at that
-// offset, zeroes the pad and sets the ICRC (see SealIPv4, SealIPv6).
+// offset, zeroes the pad and sets the ICRC (see Seal).
 func WriteHeaders(b []byte, h *Headers, payloadLen int) (int, error) {
 	info := h.BTH.Opcode.Info()
 	if info == nil {
@@ -259,8 +259,8 @@ func WriteHeaders(b []byte, h *Headers, payloadLen int) (int, error) {
 }
 
 // Build writes a complete packet (headers, payload, zero pad and a zero ICRC
-// placeholder) into b and returns its length. Seal it with SealIPv4 or
-// SealIPv6 once the addresses are known.
+// placeholder) into b and returns its length. Seal it with Seal once the
+// addresses are known.
 func Build(b []byte, h *Headers, payload []byte) (int, error) {
 	n := PacketLen(h.BTH.Opcode, len(payload))
 	if n < 0 {

@@ -1,0 +1,227 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/softrdma/softrdma/wire"
+)
+
+func TestSealVerify(t *testing.T) {
+	for _, f := range []wire.Framing{framing4, framing6} {
+		for _, bp := range allBuiltPackets(t) {
+			pkt := slices.Clone(bp.pkt)
+			wire.Seal(&f, pkt)
+			ip := ipPacket(&f, pkt)
+			if !wire.VerifyICRC(&f, pkt) {
+				t.Fatalf("%v %v: VerifyICRC false after Seal", f.Src, bp.h.BTH.Opcode)
+			}
+			if got, want := binary.LittleEndian.Uint32(pkt[len(pkt)-4:]), refICRC(ip); got != want || wire.ICRC(&f, pkt) != want {
+				t.Fatalf("%v %v: ICRC %#08x, reference %#08x", f.Src, bp.h.BTH.Opcode, got, want)
+			}
+			if p, err := wire.Parse(pkt); err != nil || p.ICRC() != wire.ICRC(&f, pkt) {
+				t.Fatalf("Parse after Seal: %v, ICRC %#x", err, p.ICRC())
+			}
+		}
+	}
+	// IPv4-mapped addresses frame as IPv4.
+	m := framing4
+	m.Src, m.Dst = netip.AddrFrom16(m.Src.As16()), netip.AddrFrom16(m.Dst.As16())
+	pkt := build(t, sampleHeaders(wire.RCSendOnly), []byte("mapped"))
+	if !m.IsIPv4() || wire.ICRC(&m, pkt) != wire.ICRC(&framing4, pkt) {
+		t.Error("IPv4-mapped framing gives another ICRC than IPv4")
+	}
+	if wire.ICRC(&framing6, pkt) == wire.ICRC(&framing4, pkt) {
+		t.Error("IPv4 and IPv6 framing give the same ICRC")
+	}
+	// Too short to carry an ICRC.
+	short := make([]byte, wire.BTHLen+wire.ICRCLen-1)
+	wire.Seal(&framing4, short)
+	if wire.ICRC(&framing4, short) != 0 || wire.VerifyICRC(&framing4, short) || !bytes.Equal(short, make([]byte, len(short))) {
+		t.Error("ICRC of a packet shorter than BTH and ICRC")
+	}
+}
+
+// TestICRCBitFlips flips every bit of sealed IPv4 and IPv6 packets: the ICRC
+// must stay valid when the bit is in a field routers may change (TOS/traffic
+// class, TTL/hop limit, flow label, IPv4 and UDP checksums, FECN/BECN byte)
+// and fail everywhere else that SplitIP still accepts (addresses, ports, IPv4
+// ID and flags, BTH, extension headers, payload, pad, the ICRC itself).
+func TestICRCBitFlips(t *testing.T) {
+	ops := []wire.Opcode{wire.RCWriteOnlyImm, wire.UDSendOnlyImm, wire.RCCompareSwap, wire.RCAtomicAcknowledge, wire.RCFlush, wire.CNP}
+	for _, f := range []wire.Framing{framing4, framing6} {
+		for _, op := range ops {
+			f := f
+			f.IPv4ID = 0x1234
+			n := 0
+			if op.Info().Has(wire.HdrPayload) {
+				n = 5
+			}
+			pkt := build(t, sampleHeaders(op), samplePayload(op, n))
+			ip := sealedIP(&f, pkt)
+			masked, invariant := 0, 0
+			for i := range ip {
+				for bit := range 8 {
+					b := slices.Clone(ip)
+					b[i] ^= 1 << bit
+					g, l4, err := wire.SplitIP(b)
+					if err != nil {
+						continue // a length, version or protocol field
+					}
+					want := icrcMask(ip, i)&(1<<bit) != 0
+					if got := wire.VerifyICRC(&g, l4); got != want {
+						t.Errorf("%v over %v: flipping bit %d of byte %d: VerifyICRC %v, want %v", op, f.Src, bit, i, got, want)
+					}
+					if want {
+						masked++
+					} else {
+						invariant++
+					}
+				}
+			}
+			wantMasked := 8 * 6 // IPv4: TOS, TTL, checksum (2), UDP checksum (2); BTH byte 4 below
+			if !f.IsIPv4() {
+				wantMasked = 4 + 8*6 // traffic class, flow label, hop limit, UDP checksum (2)
+			}
+			if masked != wantMasked+8 || invariant < 8*(len(pkt)-1+12) { // packet, ports, addresses
+				t.Errorf("%v over %v: %d masked and %d invariant bits checked", op, f.Src, masked, invariant)
+			}
+		}
+	}
+}
+
+func TestICRCFramingFields(t *testing.T) {
+	pkt := build(t, sampleHeaders(wire.RCSendOnly), []byte{1, 2, 3})
+	for _, base := range []wire.Framing{framing4, framing6} {
+		wire.Seal(&base, pkt)
+		change := map[string]func(f *wire.Framing){
+			"src":      func(f *wire.Framing) { f.Src = f.Src.Next() },
+			"dst":      func(f *wire.Framing) { f.Dst = f.Dst.Prev() },
+			"src port": func(f *wire.Framing) { f.SrcPort++ },
+			"dst port": func(f *wire.Framing) { f.DstPort = 4792 },
+		}
+		if base.IsIPv4() {
+			change["IPv4 ID"] = func(f *wire.Framing) { f.IPv4ID = 1 }
+			change["IPv4 flags"] = func(f *wire.Framing) { f.IPv4Frag = 0 }
+		}
+		for name, c := range change {
+			f := base
+			c(&f)
+			if wire.VerifyICRC(&f, pkt) {
+				t.Errorf("%v: changing the %s keeps the ICRC valid", base.Src, name)
+			}
+		}
+		if !base.IsIPv4() {
+			f := base
+			f.IPv4ID, f.IPv4Frag = 7, 7 // not part of IPv6
+			if !wire.VerifyICRC(&f, pkt) {
+				t.Error("IPv4 fields change the ICRC of an IPv6 packet")
+			}
+		}
+	}
+}
+
+func TestICRCAllocs(t *testing.T) {
+	pkt := build(t, sampleHeaders(wire.RCWriteOnly), make([]byte, 1024))
+	for _, f := range []wire.Framing{framing4, framing6} {
+		if a := testing.AllocsPerRun(100, func() {
+			wire.Seal(&f, pkt)
+			if !wire.VerifyICRC(&f, pkt) {
+				panic("VerifyICRC")
+			}
+		}); a != 0 {
+			t.Errorf("%v: Seal+VerifyICRC allocate %v times", f.Src, a)
+		}
+	}
+	h := sampleHeaders(wire.RCSendOnly)
+	buf, payload := make([]byte, 2048), make([]byte, 1024)
+	if a := testing.AllocsPerRun(100, func() {
+		n, _ := wire.Build(buf, h, payload)
+		if _, err := wire.Parse(buf[:n]); err != nil {
+			panic(err)
+		}
+	}); a != 0 {
+		t.Errorf("Build+Parse allocate %v times", a)
+	}
+}
+
+func BenchmarkICRC(b *testing.B) {
+	for _, size := range []int{64, 1024, 4096} {
+		for _, f := range []wire.Framing{framing4, framing6} {
+			v := "IPv4"
+			if !f.IsIPv4() {
+				v = "IPv6"
+			}
+			b.Run(fmt.Sprintf("%s/%dB", v, size), func(b *testing.B) {
+				// size is the whole RoCEv2 packet: BTH + RETH + payload + ICRC.
+				pkt := build(b, sampleHeaders(wire.RCWriteOnly), make([]byte, size-wire.BTHLen-wire.RETHLen-wire.ICRCLen))
+				b.SetBytes(int64(len(pkt)))
+				b.ReportAllocs()
+				for b.Loop() {
+					wire.Seal(&f, pkt)
+				}
+			})
+		}
+	}
+}
+
+func TestSplitIP(t *testing.T) {
+	pkt := build(t, sampleHeaders(wire.UDSendOnly), samplePayload(wire.UDSendOnly, 9))
+	for _, f := range []wire.Framing{framing4, framing6} {
+		f.IPv4ID = 0x4321
+		if !f.IsIPv4() {
+			f.IPv4ID, f.IPv4Frag = 0, 0
+		}
+		ip := sealedIP(&f, slices.Clone(pkt))
+		g, l4, err := wire.SplitIP(ip)
+		if err != nil || g != f || !bytes.Equal(l4, ip[len(ip)-len(pkt):]) {
+			t.Fatalf("SplitIP = %+v, %x, %v; want %+v", g, l4, err, f)
+		}
+		// Ethernet padding after the IP packet is not UDP payload.
+		g, l4, err = wire.SplitIP(append(slices.Clone(ip), 0, 0, 0, 0, 0, 0))
+		if err != nil || g != f || len(l4) != len(pkt) || !wire.VerifyICRC(&g, l4) {
+			t.Errorf("SplitIP with trailing padding = %+v, %d bytes, %v", g, len(l4), err)
+		}
+		for k := range len(ip) {
+			_, _, err := splitNoPanic(t, slices.Clone(ip[:k]))
+			wantErr(t, err, wire.ErrFraming, fmt.Sprintf("SplitIP(%v packet cut to %d of %d bytes)", f.Src, k, len(ip)))
+		}
+		bad := map[string]func(b []byte){
+			"IP version 5": func(b []byte) { b[0] = 0x55 },
+			"UDP length":   func(b []byte) { b[len(b)-len(pkt)-4]++ },
+			"short UDP length": func(b []byte) {
+				binary.BigEndian.PutUint16(b[len(b)-len(pkt)-4:], uint16(len(pkt)+4))
+			},
+		}
+		if f.IsIPv4() {
+			bad["IPv4 options"] = func(b []byte) { b[0] = 0x46 }
+			bad["protocol TCP"] = func(b []byte) { b[9] = 6 }
+			bad["total length too big"] = func(b []byte) { binary.BigEndian.PutUint16(b[2:], uint16(len(b)+1)) }
+			bad["total length < 28"] = func(b []byte) { binary.BigEndian.PutUint16(b[2:], 27) }
+		} else {
+			bad["next header TCP"] = func(b []byte) { b[6] = 6 }
+			bad["payload length too big"] = func(b []byte) { binary.BigEndian.PutUint16(b[4:], uint16(len(b)-39)) }
+			bad["payload length < 8"] = func(b []byte) { binary.BigEndian.PutUint16(b[4:], 7) }
+		}
+		for name, corrupt := range bad {
+			b := slices.Clone(ip)
+			corrupt(b)
+			_, _, err := splitNoPanic(t, b)
+			wantErr(t, err, wire.ErrFraming, fmt.Sprintf("SplitIP(%v, %s)", f.Src, name))
+		}
+	}
+}
+
+func splitNoPanic(t *testing.T, b []byte) (f wire.Framing, l4 []byte, err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("SplitIP(%x) panicked: %v", b, r)
+		}
+	}()
+	return wire.SplitIP(b)
+}
