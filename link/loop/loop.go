@@ -1,0 +1,334 @@
+// The Network: which attached Link owns which address and port, the seeded
+// fault configuration, and the per-packet fault decisions every Send draws
+// from it. Packets themselves flow through link.go.
+
+// Package loop is an in-process RoCEv2 network for tests. Links attached to
+// one Network exchange packets without sockets: Send seals each packet's ICRC
+// (IPv4 Identification 0 and Don't Fragment, as link/udp sends), copies it
+// into a pool packet and queues it on the destination link, whose delivery
+// goroutine checks the ICRC and hands batches of up to MaxBatch packets to
+// its Handler.
+//
+// On the way, the Network can lose, duplicate, reorder, corrupt and delay
+// packets, or drop the ones a Filter picks. The decisions come from a PCG
+// generator seeded with Config.Seed, so a single-sender test sees the same
+// faults on every run. SetFaults changes them while links run.
+//
+// Where drops are counted: loss, Filter and an unknown destination count in
+// the sending link's Stats.Dropped; a full destination queue counts in the
+// receiving link's Stats.Dropped; a corrupted packet reaches the receiver and
+// is dropped there as RxBadICRC. Network.Stats breaks the faults down.
+package loop
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softrdma/softrdma/link"
+)
+
+// MaxBatch is the largest batch a Link hands to its Handler.
+const MaxBatch = 64
+
+// DefaultQueueLen is the default bound on a link's receive queue.
+const DefaultQueueLen = 4096
+
+// DefaultReorderTimeout is how long a reordered packet waits for a later
+// packet to overtake it when Faults.ReorderTimeout is zero.
+const DefaultReorderTimeout = 2 * time.Millisecond
+
+// Ephemeral port range Attach picks from when asked for port 0.
+const (
+	firstEphemeral = 49152
+	lastEphemeral  = 65535
+)
+
+// Faults describes what the network does to packets. The zero value is a
+// perfect network. Probabilities are in 0..1 (below 0 means never, above 1
+// always) and are drawn independently for each packet Send accepts.
+type Faults struct {
+	// Loss is the probability that a packet is dropped.
+	Loss float64
+	// Duplicate is the probability that a packet is delivered twice.
+	Duplicate float64
+	// Reorder is the probability that a packet is held back and delivered
+	// after the next packet to the same destination link, or after
+	// ReorderTimeout if none comes. While one packet is held for a
+	// destination, other packets to it are not held.
+	Reorder float64
+	// Corrupt is the probability that one random bit of a packet is flipped
+	// after sealing. BTH byte 4 (FECN/BECN), which the ICRC masks, is never
+	// chosen, so the receiver's ICRC check catches every corruption.
+	Corrupt float64
+	// Delay is a fixed extra latency added to every packet, and Jitter the
+	// bound of a uniformly random extra latency in [0, Jitter). Delayed
+	// packets wait in the destination's holding queue; senders never block.
+	// Jitter reorders packets as a real network would.
+	Delay, Jitter time.Duration
+	// ReorderTimeout bounds how long a reordered packet is held
+	// (DefaultReorderTimeout if zero).
+	ReorderTimeout time.Duration
+	// Filter, if set, sees every packet before the other faults apply: the
+	// network's sealed copy, with Src (including the sender's port) and Dst
+	// set. Returning true drops the packet. Filter may modify the copy (to
+	// truncate or corrupt it); it must not keep it. It is called from the
+	// sender's goroutine, possibly concurrently, without locks held.
+	Filter func(p *link.Packet) (drop bool)
+}
+
+// Config configures a Network.
+type Config struct {
+	// Faults are the initial faults; SetFaults replaces them.
+	Faults
+	// Seed seeds the fault generator.
+	Seed uint64
+	// QueueLen bounds each link's receive queue (packets waiting for
+	// delivery, delayed or held ones included); DefaultQueueLen if zero.
+	// A packet arriving at a full queue is dropped and counted.
+	QueueLen int
+}
+
+// FaultStats counts what a Network did to the packets sent through it.
+type FaultStats struct {
+	Sent       uint64 // packets accepted by Send
+	Filtered   uint64 // dropped by Faults.Filter
+	Lost       uint64 // dropped by Faults.Loss
+	Duplicated uint64 // extra copies made by Faults.Duplicate
+	Reordered  uint64 // packets held back by Faults.Reorder
+	Corrupted  uint64 // packets with a bit flipped by Faults.Corrupt
+	Delayed    uint64 // packets given a nonzero delay
+	Unroutable uint64 // dropped: no link attached at the destination
+	Overflow   uint64 // dropped: the destination's queue was full
+}
+
+type faultCounters struct {
+	sent, filtered, lost, duplicated, reordered atomic.Uint64
+	corrupted, delayed, unroutable, overflow    atomic.Uint64
+}
+
+// Network is an in-process network of Links. Its methods are safe for
+// concurrent use.
+type Network struct {
+	queueLen int
+	stats    faultCounters
+
+	mu       sync.RWMutex
+	links    map[netip.AddrPort]*Link // keys have unmapped addresses
+	attached map[*Link]struct{}
+	nextPort uint16
+	closed   bool
+
+	fmu    sync.Mutex // guards faults and rng
+	faults Faults
+	rng    *rand.Rand
+}
+
+// NewNetwork returns an empty network with the given faults and seed.
+func NewNetwork(cfg Config) *Network {
+	q := cfg.QueueLen
+	if q <= 0 {
+		q = DefaultQueueLen
+	}
+	return &Network{
+		queueLen: q,
+		links:    make(map[netip.AddrPort]*Link),
+		attached: make(map[*Link]struct{}),
+		nextPort: firstEphemeral,
+		faults:   cfg.Faults,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+	}
+}
+
+// SetFaults replaces the network's faults; packets sent afterwards see the
+// new ones. Packets already held or delayed keep their schedule.
+func (n *Network) SetFaults(f Faults) {
+	n.fmu.Lock()
+	n.faults = f
+	n.fmu.Unlock()
+}
+
+// Faults returns the current faults.
+func (n *Network) Faults() Faults {
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	return n.faults
+}
+
+// Stats returns counts of what the network did to packets.
+func (n *Network) Stats() FaultStats {
+	c := &n.stats
+	return FaultStats{
+		Sent: c.sent.Load(), Filtered: c.filtered.Load(), Lost: c.lost.Load(),
+		Duplicated: c.duplicated.Load(), Reordered: c.reordered.Load(),
+		Corrupted: c.corrupted.Load(), Delayed: c.delayed.Load(),
+		Unroutable: c.unroutable.Load(), Overflow: c.overflow.Load(),
+	}
+}
+
+// Attach adds a link owning addrs (IPv4, IPv4-mapped or IPv6; compared
+// after Unmap) at UDP port port. Port 0 picks a port in 49152-65535 that is
+// free on all addrs. The error wraps link.ErrAddress if an address is
+// invalid, repeated, or already attached at that port, and link.ErrClosed
+// if the network is closed. A closed link's addresses can be attached again.
+func (n *Network) Attach(addrs []netip.Addr, port uint16) (*Link, error) {
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("loop: attach: %w: no addresses", link.ErrAddress)
+	}
+	keys := make([]netip.Addr, len(addrs))
+	for i, a := range addrs {
+		if !a.IsValid() {
+			return nil, fmt.Errorf("loop: attach: %w: invalid address at index %d", link.ErrAddress, i)
+		}
+		keys[i] = a.Unmap()
+		for _, k := range keys[:i] {
+			if k == keys[i] {
+				return nil, fmt.Errorf("loop: attach: %w: %s listed twice", link.ErrAddress, a)
+			}
+		}
+	}
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, fmt.Errorf("loop: attach: %w", link.ErrClosed)
+	}
+	if port == 0 {
+		port = n.freePortLocked(keys)
+		if port == 0 {
+			return nil, fmt.Errorf("loop: attach: %w: no free port on %v", link.ErrAddress, addrs)
+		}
+	}
+	for _, k := range keys {
+		if _, taken := n.links[netip.AddrPortFrom(k, port)]; taken {
+			return nil, fmt.Errorf("loop: attach: %w: %s is in use",
+				link.ErrAddress, netip.AddrPortFrom(k, port))
+		}
+	}
+	l := newLink(n, append([]netip.Addr(nil), addrs...), keys, port)
+	for _, k := range keys {
+		n.links[netip.AddrPortFrom(k, port)] = l
+	}
+	n.attached[l] = struct{}{}
+	return l, nil
+}
+
+// freePortLocked returns a port free on all keys, scanning the ephemeral
+// range round-robin like a kernel would, or 0 if there is none.
+func (n *Network) freePortLocked(keys []netip.Addr) uint16 {
+	const span = lastEphemeral - firstEphemeral + 1
+	for range span {
+		p := n.nextPort
+		if n.nextPort == lastEphemeral {
+			n.nextPort = firstEphemeral
+		} else {
+			n.nextPort++
+		}
+		free := true
+		for _, k := range keys {
+			if _, taken := n.links[netip.AddrPortFrom(k, p)]; taken {
+				free = false
+				break
+			}
+		}
+		if free {
+			return p
+		}
+	}
+	return 0
+}
+
+// Close closes every attached link; later Attach calls fail with
+// link.ErrClosed.
+func (n *Network) Close() error {
+	n.mu.Lock()
+	n.closed = true
+	ls := make([]*Link, 0, len(n.attached))
+	for l := range n.attached {
+		ls = append(ls, l)
+	}
+	n.mu.Unlock()
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return nil
+}
+
+// lookup returns the link attached at dst (whose address is unmapped), or nil.
+func (n *Network) lookup(dst netip.AddrPort) *Link {
+	n.mu.RLock()
+	l := n.links[dst]
+	n.mu.RUnlock()
+	return l
+}
+
+// detach removes l's addresses, if they are still l's.
+func (n *Network) detach(l *Link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, k := range l.keys {
+		ap := netip.AddrPortFrom(k, l.port)
+		if n.links[ap] == l {
+			delete(n.links, ap)
+		}
+	}
+	delete(n.attached, l)
+}
+
+// verdict is the fate the network draws for one sent packet.
+type verdict struct {
+	lose, dup, hold bool
+	flip            int // bit to flip, or -1
+	delay, holdFor  time.Duration
+}
+
+// roll draws the faults for a packet of size bytes from the current
+// configuration and returns them with the Filter to apply. The generator is
+// consulted only for faults that are enabled, in a fixed order, so a given
+// Config and send sequence always yield the same verdicts.
+func (n *Network) roll(size int) (verdict, func(*link.Packet) bool) {
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	f := &n.faults
+	v := verdict{flip: -1}
+	if f.Loss > 0 && n.rng.Float64() < f.Loss {
+		v.lose = true
+		return v, f.Filter
+	}
+	if f.Corrupt > 0 && n.rng.Float64() < f.Corrupt && size > 0 {
+		v.flip = corruptBit(n.rng, size)
+	}
+	if f.Duplicate > 0 && n.rng.Float64() < f.Duplicate {
+		v.dup = true
+	}
+	if f.Reorder > 0 && n.rng.Float64() < f.Reorder {
+		v.hold = true
+		v.holdFor = f.ReorderTimeout
+		if v.holdFor <= 0 {
+			v.holdFor = DefaultReorderTimeout
+		}
+	}
+	if f.Delay > 0 {
+		v.delay = f.Delay
+	}
+	if f.Jitter > 0 {
+		v.delay += time.Duration(n.rng.Int64N(int64(f.Jitter)))
+	}
+	return v, f.Filter
+}
+
+// corruptBit picks a bit of a size-byte packet, skipping BTH byte 4 (masked
+// by the ICRC) when the packet has one.
+func corruptBit(r *rand.Rand, size int) int {
+	if size <= 4 {
+		return r.IntN(size * 8)
+	}
+	b := r.IntN((size - 1) * 8)
+	if b >= 4*8 {
+		b += 8
+	}
+	return b
+}

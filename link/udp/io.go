@@ -1,0 +1,337 @@
+// The data path: Send seals the caller's packets and writes them with one
+// WriteBatch (sendmmsg) per source socket; each socket's reader goroutine
+// receives datagrams with ReadBatch (recvmmsg) into pool packets, checks them
+// and hands them to the Handler a batch at a time.
+
+package udp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// batchConn is what ipv4.PacketConn and ipv6.PacketConn have in common
+// (ipv4.Message and ipv6.Message are the same type).
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+func newBatchConn(c *net.UDPConn, is4 bool) batchConn {
+	if is4 {
+		return ipv4.NewPacketConn(c)
+	}
+	return ipv6.NewPacketConn(c)
+}
+
+// sendScratch is the per-call state of Send, kept in a pool so Send does not
+// allocate per packet once warm: msgs[i] describes batch[i], its Buffers is
+// bufs[i:i+1] and its Addr is &addrs[i], whose IP points into ips[i].
+type sendScratch struct {
+	msgs  []ipv4.Message
+	out   []ipv4.Message // one socket's messages when a batch spans sockets
+	bufs  [][]byte
+	addrs []net.UDPAddr
+	ips   [][16]byte
+	sock  []int // socket index of batch[i], or -1 if it is not sent
+}
+
+func (s *sendScratch) grow(n int) {
+	if cap(s.msgs) >= n {
+		s.msgs, s.out, s.sock = s.msgs[:n], s.out[:0], s.sock[:n]
+		return
+	}
+	c := max(n, DefaultBatchSize)
+	s.msgs = make([]ipv4.Message, n, c)
+	s.out = make([]ipv4.Message, 0, c)
+	s.bufs = make([][]byte, c)
+	s.addrs = make([]net.UDPAddr, c)
+	s.ips = make([][16]byte, c)
+	s.sock = make([]int, n, c)
+	for i := range c {
+		m := s.msgs[:c]
+		m[i].Buffers = s.bufs[i : i+1 : i+1]
+		m[i].Addr = &s.addrs[i]
+	}
+}
+
+// Send seals each packet in place and transmits the batch: packets are
+// grouped by source socket and each group goes out with one WriteBatch,
+// repeated until all are written. A packet whose Src address is not one of
+// the link's, whose Dst is invalid or of the other IP family, or which is
+// shorter than a BTH and ICRC is not sent; nor is one the kernel refuses.
+// Send tries the rest and returns the first error (wrapping link.ErrAddress
+// for address problems) and counts each failed packet in TxErrors. A zero
+// Src address picks the link's first address of Dst's family. Send does not
+// allocate per packet.
+func (l *Link) Send(batch []*link.Packet) error {
+	if l.closed.Load() {
+		return link.ErrClosed
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	s, _ := l.scratch.Get().(*sendScratch)
+	if s == nil {
+		s = new(sendScratch)
+	}
+	s.grow(len(batch))
+	defer l.release(s)
+
+	var first error
+	used, mixed := -1, false // the one socket used so far, or mixed
+	for i, p := range batch {
+		si, err := l.prepare(s, i, p)
+		s.sock[i] = si
+		if err != nil {
+			l.ctr.TxErrors.Add(1)
+			first = cmp(first, err)
+			mixed = true
+			continue
+		}
+		if used < 0 {
+			used = si
+		} else if si != used {
+			mixed = true
+		}
+	}
+	if !mixed {
+		return l.write(l.socks[used], s.msgs)
+	}
+	for si, sk := range l.socks {
+		out := s.out[:0]
+		for i, m := range s.msgs {
+			if s.sock[i] == si {
+				out = append(out, m)
+			}
+		}
+		if len(out) > 0 {
+			first = cmp(first, l.write(sk, out))
+		}
+		clear(out)
+	}
+	return first
+}
+
+// release drops the scratch's references to the caller's buffers and
+// returns it to the pool.
+func (l *Link) release(s *sendScratch) {
+	clear(s.bufs[:len(s.msgs)])
+	l.scratch.Put(s)
+}
+
+// cmp returns first, or err if first is nil.
+func cmp(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}
+
+// prepare picks the socket for batch[i], seals the packet for it and fills
+// s.msgs[i]. It returns the socket index.
+func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (int, error) {
+	if p == nil || p.N < wire.BTHLen+wire.ICRCLen || p.N > len(p.Buf) {
+		n := 0
+		if p != nil {
+			n = p.N
+		}
+		return -1, fmt.Errorf("udp: send: packet length %d is not in [%d, buffer size]", n, wire.BTHLen+wire.ICRCLen)
+	}
+	dst := p.Dst.Addr().Unmap()
+	if !dst.IsValid() || p.Dst.Port() == 0 {
+		return -1, fmt.Errorf("udp: send: %w: destination %s", link.ErrAddress, p.Dst)
+	}
+	si, err := l.source(p.Src.Addr(), dst)
+	if err != nil {
+		return -1, err
+	}
+	sk := l.socks[si]
+	fr := wire.Framing{
+		Src: sk.addr, Dst: dst, SrcPort: l.port, DstPort: p.Dst.Port(),
+		IPv4Frag: wire.IPv4DontFragment,
+	}
+	wire.Seal(&fr, p.Data())
+
+	m := &s.msgs[i]
+	s.bufs[i] = p.Data()
+	ua := &s.addrs[i]
+	s.ips[i] = dst.As16()
+	if sk.is4 {
+		ua.IP = s.ips[i][12:16]
+	} else {
+		ua.IP = s.ips[i][:]
+	}
+	ua.Port = int(p.Dst.Port())
+	ua.Zone = dst.Zone()
+	m.N, m.NN, m.Flags = 0, 0, 0
+	return si, nil
+}
+
+// source returns the index of the socket a packet from src to dst (both
+// unmapped, src possibly zero) leaves by.
+func (l *Link) source(src, dst netip.Addr) (int, error) {
+	want4 := dst.Is4()
+	if !src.IsValid() {
+		for i, sk := range l.socks {
+			if sk.is4 == want4 {
+				return i, nil
+			}
+		}
+		return -1, fmt.Errorf("udp: send: %w: no local address of the family of %s", link.ErrAddress, dst)
+	}
+	key := src.Unmap().WithZone("")
+	for i, sk := range l.socks {
+		if sk.key == key {
+			if sk.is4 != want4 {
+				return -1, fmt.Errorf("udp: send: %w: source %s and destination %s differ in family", link.ErrAddress, src, dst)
+			}
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("udp: send: %w: source %s is not a local address", link.ErrAddress, src)
+}
+
+// write is the send path of one socket: it writes msgs with WriteBatch until
+// all are written or refused. A later UDP_SEGMENT (GSO) path would coalesce
+// runs of equal-sized packets to the same destination here, before the
+// WriteBatch call.
+func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
+	var first error
+	for len(msgs) > 0 {
+		n, err := sk.bc.WriteBatch(msgs, 0)
+		for _, m := range msgs[:n] {
+			l.ctr.TxPackets.Add(1)
+			l.ctr.TxBytes.Add(uint64(len(m.Buffers[0])))
+		}
+		msgs = msgs[n:]
+		if err == nil {
+			if n == 0 { // cannot happen; do not spin if it does
+				l.ctr.TxErrors.Add(uint64(len(msgs)))
+				return cmp(first, fmt.Errorf("udp: send from %s: no progress", sk.local))
+			}
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) {
+			l.ctr.TxErrors.Add(uint64(len(msgs)))
+			return cmp(first, link.ErrClosed)
+		}
+		// sendmmsg reports an error only for the first message it could not
+		// send: count it as lost and go on with the rest.
+		l.ctr.TxErrors.Add(1)
+		first = cmp(first, fmt.Errorf("udp: send from %s to %v: %w", sk.local, msgs[0].Addr, err))
+		l.log.Debug("udp: send failed", "from", sk.local, "to", msgs[0].Addr, "err", err)
+		msgs = msgs[1:]
+	}
+	return first
+}
+
+// readLoop is the receive path of one socket, run by its reader goroutine
+// until the socket is closed. A later UDP_GRO path would split coalesced
+// datagrams (their segment size comes in a control message) right after
+// ReadBatch; a busy-poll mode would replace the blocking ReadBatch with
+// MSG_DONTWAIT reads in a spin.
+func (l *Link) readLoop(sk *socket, h link.Handler) {
+	defer l.wg.Done()
+	n := l.batch
+	msgs := make([]ipv4.Message, n)
+	bufs := make([][]byte, n)
+	pkts := make([]*link.Packet, n)
+	batch := make([]*link.Packet, 0, n)
+	for i := range msgs {
+		pkts[i] = link.Get()
+		bufs[i] = pkts[i].Buf[:link.BufSize]
+		msgs[i].Buffers = bufs[i : i+1 : i+1]
+	}
+	defer func() {
+		for _, p := range pkts {
+			link.Put(p)
+		}
+	}()
+	var errs int
+	for {
+		k, err := sk.bc.ReadBatch(msgs, 0)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || l.closed.Load() {
+				return
+			}
+			// Unexpected (e.g. a pending ICMP error): log some, back off a
+			// little so a persistent error cannot spin.
+			if errs++; errs <= 10 || errs%1000 == 0 {
+				l.log.Warn("udp: receive failed", "on", sk.local, "err", err, "count", errs)
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		batch = batch[:0]
+		for i := range k {
+			if l.accept(sk, &msgs[i], pkts[i]) {
+				batch = append(batch, pkts[i])
+			}
+		}
+		if len(batch) > 0 {
+			h.Receive(batch)
+			clear(batch)
+		}
+		for i := range k {
+			link.Put(pkts[i])
+			pkts[i] = link.Get()
+			bufs[i] = pkts[i].Buf[:link.BufSize]
+			msgs[i].Addr = nil
+		}
+	}
+}
+
+// accept fills p from the received message m and reports whether it passes
+// the framing and ICRC checks, counting it either way.
+func (l *Link) accept(sk *socket, m *ipv4.Message, p *link.Packet) bool {
+	if m.N < wire.BTHLen+wire.ICRCLen || m.N >= link.BufSize {
+		l.ctr.RxMalformed.Add(1)
+		return false
+	}
+	ua, ok := m.Addr.(*net.UDPAddr)
+	if !ok {
+		l.ctr.RxMalformed.Add(1)
+		return false
+	}
+	src, ok := netip.AddrFromSlice(ua.IP)
+	if !ok {
+		l.ctr.RxMalformed.Add(1)
+		return false
+	}
+	src = src.Unmap()
+	if ua.Zone != "" && src.Is6() {
+		src = src.WithZone(ua.Zone)
+	}
+	p.N = m.N
+	p.Src = netip.AddrPortFrom(src, uint16(ua.Port))
+	p.Dst = sk.local
+
+	if sk.is4 && l.policy == NoICRCCheck {
+		l.ctr.RxICRCUnchecked.Add(1)
+	} else {
+		fr := wire.Framing{
+			Src: src, Dst: sk.addr, SrcPort: p.Src.Port(), DstPort: sk.local.Port(),
+			IPv4Frag: wire.IPv4DontFragment,
+		}
+		if !wire.VerifyICRC(&fr, p.Data()) {
+			if !sk.is4 || l.policy == StrictIPv4 {
+				l.ctr.RxBadICRC.Add(1)
+				return false
+			}
+			l.ctr.RxICRCUnchecked.Add(1)
+		}
+	}
+	l.ctr.RxPackets.Add(1)
+	l.ctr.RxBytes.Add(uint64(p.N))
+	return true
+}

@@ -1,0 +1,326 @@
+// Setting up and tearing down a UDP link: configuration, one kernel UDP
+// socket bound per local address (all on one port), the reader goroutines'
+// lifecycle and the counters. The packets themselves flow through io.go.
+
+// Package udp carries RoCEv2 over kernel UDP sockets, IPv4 and IPv6.
+//
+// Open binds one UDP socket per local address, all on the same port
+// (Config.Port: link.DefaultPort, 4791, to reach other RoCEv2 devices, or an
+// ephemeral one). Send groups a batch by source address and hands each group to
+// its socket with one sendmmsg call (x/net's WriteBatch); each socket has a
+// reader goroutine that receives up to Config.BatchSize datagrams per
+// recvmmsg call (ReadBatch) into pool packets and hands them to the Handler
+// as one batch. On platforms other than Linux the same code works through
+// plain net.UDPConn, one datagram per call, without the socket options below.
+//
+// # Sending and the ICRC
+//
+// Packets leave unconnected sockets. On Linux, IPv4 sockets have
+// IP_MTU_DISCOVER set to IP_PMTUDISC_DO, so the kernel sends them with Don't
+// Fragment and IP Identification 0: the ICRC is sealed for exactly that
+// header (wire.Framing with IPv4ID 0, IPv4Frag wire.IPv4DontFragment, the
+// link's port as SrcPort), which is what Linux rxe and any other receiver
+// compute. IPv6 packets are sealed for their real framing (IPv6 sockets use
+// IPV6_PMTUDISC_DO too, so they are never fragmented locally).
+//
+// # Receiving and the ICRC policy
+//
+// IPv6 packets are always verified: a mismatch is dropped and counted in
+// Stats.RxBadICRC, whatever the policy. IPv6 sockets set UDP_NO_CHECK6_RX,
+// so datagrams with a zero UDP checksum, which Linux rxe sends, are accepted.
+//
+// For IPv4 a UDP socket cannot see the sender's IP Identification, which the
+// ICRC covers, so Config.ICRCPolicy decides:
+//
+//   - VerifyIPv4Zero (the default) verifies the ICRC assuming Identification
+//     0 and Don't Fragment, what softrdma and any sender using
+//     IP_PMTUDISC_DO on an unconnected socket produce. A packet that does not
+//     match is accepted anyway and counted in Stats.RxICRCUnchecked: Linux
+//     rxe's Identifications vary from packet to packet, so its packets
+//     usually land here.
+//   - StrictIPv4 drops IPv4 packets that do not match and counts them in
+//     Stats.RxBadICRC. Use it between softrdma peers only.
+//   - NoICRCCheck accepts every IPv4 packet without computing its ICRC and
+//     counts it in Stats.RxICRCUnchecked.
+//
+// Datagrams shorter than a BTH and ICRC, or too large for a packet buffer
+// (link.BufSize bytes or more), are dropped and counted in Stats.RxMalformed.
+// Received packets have unmapped addresses: Src is the sender's address and
+// port, Dst the receiving socket's.
+package udp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softrdma/softrdma/link"
+)
+
+// ICRCPolicy says how a link checks the ICRC of received IPv4 packets (see
+// the package documentation). IPv6 packets are always checked.
+type ICRCPolicy int
+
+// ICRC policies.
+const (
+	// VerifyIPv4Zero verifies assuming IP Identification 0 and Don't
+	// Fragment and accepts mismatches as unchecked.
+	VerifyIPv4Zero ICRCPolicy = iota
+	// StrictIPv4 verifies assuming IP Identification 0 and Don't Fragment
+	// and drops mismatches.
+	StrictIPv4
+	// NoICRCCheck accepts IPv4 packets without checking.
+	NoICRCCheck
+)
+
+// String returns the policy's name.
+func (p ICRCPolicy) String() string {
+	switch p {
+	case VerifyIPv4Zero:
+		return "VerifyIPv4Zero"
+	case StrictIPv4:
+		return "StrictIPv4"
+	case NoICRCCheck:
+		return "NoICRCCheck"
+	}
+	return fmt.Sprintf("ICRCPolicy(%d)", int(p))
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultBatchSize    = 32
+	DefaultSocketBuffer = 4 << 20
+)
+
+// bindTries is how often Open tries to find an ephemeral port free on all
+// addresses when Config.Port is 0.
+const bindTries = 8
+
+// Config configures a link.
+type Config struct {
+	// Addrs are the local addresses, IPv4 (plain or IPv4-mapped) or IPv6,
+	// in GID order. Each gets its own socket bound to Addr:Port. They must
+	// be unicast and specific (not 0.0.0.0 or ::): the ICRC covers the
+	// destination address, so the link must know which one a packet came in
+	// on. Required.
+	Addrs []netip.Addr
+	// Port is the UDP port bound on every address. Set it to
+	// link.DefaultPort (4791), the RoCEv2 port, to talk to other devices;
+	// 0 picks a free ephemeral port usable on all addresses (for tests and
+	// for several links on one host).
+	Port uint16
+	// ICRCPolicy is the IPv4 receive policy (VerifyIPv4Zero if zero).
+	ICRCPolicy ICRCPolicy
+	// Logger receives debug and warning messages (discarded if nil).
+	Logger *slog.Logger
+	// BatchSize is the number of datagrams a reader receives per call and
+	// so the largest batch handed to the Handler (DefaultBatchSize if zero).
+	BatchSize int
+	// SocketBuffer is the size in bytes asked for SO_RCVBUF and SO_SNDBUF
+	// (DefaultSocketBuffer if zero, the system's default if negative). Best
+	// effort: on Linux the link tries SO_RCVBUFFORCE first (which needs
+	// CAP_NET_ADMIN), then SO_RCVBUF, which the kernel caps at
+	// net.core.rmem_max.
+	SocketBuffer int
+}
+
+// socket is one bound UDP socket.
+type socket struct {
+	addr  netip.Addr     // unmapped local address, with its zone
+	key   netip.Addr     // addr without zone, for matching packet sources
+	local netip.AddrPort // addr and the link's port: Dst of received packets
+	is4   bool
+	conn  *net.UDPConn
+	bc    batchConn
+}
+
+// Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
+// its methods are safe for concurrent use.
+type Link struct {
+	addrs  []netip.Addr // as configured
+	port   uint16
+	policy ICRCPolicy
+	batch  int
+	log    *slog.Logger
+	socks  []*socket
+	ctr    link.Counters
+
+	closed  atomic.Bool // Send fails once set
+	scratch sync.Pool   // *sendScratch
+
+	mu      sync.Mutex // guards started, closing and wg.Add
+	started bool
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// Open binds the sockets of a new link. The error wraps link.ErrAddress if
+// an address is unusable or cannot be bound (naming the address).
+func Open(cfg Config) (*Link, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, fmt.Errorf("udp: open: %w: no addresses", link.ErrAddress)
+	}
+	keys := make([]netip.Addr, len(cfg.Addrs))
+	for i, a := range cfg.Addrs {
+		u := a.Unmap()
+		switch {
+		case !a.IsValid():
+			return nil, fmt.Errorf("udp: open: %w: invalid address at index %d", link.ErrAddress, i)
+		case u.IsUnspecified() || u.IsMulticast():
+			return nil, fmt.Errorf("udp: open: %w: %s is not a specific unicast address", link.ErrAddress, a)
+		}
+		keys[i] = u.WithZone("")
+		for _, k := range keys[:i] {
+			if k == keys[i] {
+				return nil, fmt.Errorf("udp: open: %w: %s listed twice", link.ErrAddress, a)
+			}
+		}
+	}
+	switch cfg.ICRCPolicy {
+	case VerifyIPv4Zero, StrictIPv4, NoICRCCheck:
+	default:
+		return nil, fmt.Errorf("udp: open: unknown %v", cfg.ICRCPolicy)
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.SocketBuffer == 0 {
+		cfg.SocketBuffer = DefaultSocketBuffer
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+
+	var socks []*socket
+	var port uint16
+	var err error
+	for try := range bindTries {
+		socks, port, err = bindAll(cfg.Addrs, cfg.Port, cfg.SocketBuffer, log)
+		if err == nil || cfg.Port != 0 || !errors.Is(err, errRetry) {
+			break
+		}
+		log.Debug("udp: ephemeral port taken on another address, retrying", "try", try, "err", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := &Link{
+		addrs:  append([]netip.Addr(nil), cfg.Addrs...),
+		port:   port,
+		policy: cfg.ICRCPolicy,
+		batch:  cfg.BatchSize,
+		log:    log,
+		socks:  socks,
+	}
+	log.Debug("udp: link open", "addrs", cfg.Addrs, "port", port, "icrc", cfg.ICRCPolicy, "batch", cfg.BatchSize)
+	return l, nil
+}
+
+// errRetry marks a bind failure worth retrying with another ephemeral port.
+var errRetry = errors.New("retry")
+
+// bindAll binds a socket on every address at port; port 0 binds the first
+// on an ephemeral port and the others on the same one.
+func bindAll(addrs []netip.Addr, port uint16, buf int, log *slog.Logger) ([]*socket, uint16, error) {
+	socks := make([]*socket, 0, len(addrs))
+	for i, a := range addrs {
+		s, err := listen(netip.AddrPortFrom(a.Unmap(), port), buf, log)
+		if err != nil {
+			for _, s := range socks {
+				s.conn.Close()
+			}
+			if i > 0 {
+				err = fmt.Errorf("%w: %w", errRetry, err)
+			}
+			return nil, 0, err
+		}
+		if port == 0 {
+			port = s.local.Port()
+		}
+		socks = append(socks, s)
+	}
+	return socks, port, nil
+}
+
+// listen binds one socket at ap (whose address is unmapped).
+func listen(ap netip.AddrPort, buf int, log *slog.Logger) (*socket, error) {
+	is4 := ap.Addr().Is4()
+	network := "udp6"
+	if is4 {
+		network = "udp4"
+	}
+	conn, err := listenUDP(network, ap, is4, buf, log)
+	if err != nil {
+		return nil, fmt.Errorf("udp: bind %s: %w: %w", ap, link.ErrAddress, err)
+	}
+	local := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	s := &socket{
+		addr:  ap.Addr(),
+		key:   ap.Addr().WithZone(""),
+		local: netip.AddrPortFrom(ap.Addr(), local.Port()),
+		is4:   is4,
+		conn:  conn,
+		bc:    newBatchConn(conn, is4),
+	}
+	return s, nil
+}
+
+// Addrs returns the configured addresses.
+func (l *Link) Addrs() []netip.Addr { return append([]netip.Addr(nil), l.addrs...) }
+
+// Port returns the UDP port bound on every address.
+func (l *Link) Port() uint16 { return l.port }
+
+// Stats returns the link's counters.
+func (l *Link) Stats() link.Stats { return l.ctr.Snapshot() }
+
+// Start starts one reader goroutine per socket; they hand batches of
+// received packets to h, possibly concurrently. Datagrams that arrived
+// before Start wait in the socket buffers.
+func (l *Link) Start(h link.Handler) error {
+	if h == nil {
+		return errors.New("udp: start: nil handler")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return link.ErrClosed
+	}
+	if l.started {
+		return link.ErrStarted
+	}
+	l.started = true
+	for _, s := range l.socks {
+		l.wg.Add(1)
+		go l.readLoop(s, h)
+	}
+	return nil
+}
+
+// Close closes the sockets and waits for the reader goroutines to exit, so
+// it must not be called from the Handler. Later Sends and Starts return
+// link.ErrClosed; closing again returns nil.
+func (l *Link) Close() error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closing = true
+	l.closed.Store(true)
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range l.socks {
+		if err := s.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("udp: close %s: %w", s.local, err))
+		}
+	}
+	l.wg.Wait()
+	l.log.Debug("udp: link closed", "addrs", l.addrs, "port", l.port)
+	return errors.Join(errs...)
+}

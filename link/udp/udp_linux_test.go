@@ -1,0 +1,161 @@
+// Linux-only tests of what goes over the wire: IPv6 datagrams with a zero
+// UDP checksum (as Linux rxe sends them) must be received, and the IP
+// headers the kernel puts on our packets, read back with a packet socket on
+// lo, must be the ones the ICRC was sealed for.
+
+package udp
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/link/linktest"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// noChecksumConn returns an IPv6 UDP socket on ::1 that sends checksum 0
+// (UDP_NO_CHECK6_TX).
+func noChecksumConn(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c := rawConn(t, lo6)
+	sc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_TX, 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if serr != nil {
+		t.Skipf("UDP_NO_CHECK6_TX: %v", serr)
+	}
+	return c
+}
+
+func TestZeroChecksumIPv6(t *testing.T) {
+	linktest.NoLeaks(t)
+	l := open(t, Config{Addrs: []netip.Addr{lo6}})
+	rx := linktest.NewCollector()
+	l.Start(rx)
+	sender := noChecksumConn(t)
+	dst := linktest.Endpoint(l)
+	writeTo(t, sender, dst, sealedFrom(sender, dst, 5, 512, false))
+	got := rx.WaitFor(t, 1)
+	src := sender.LocalAddr().(*net.UDPAddr).AddrPort()
+	if msg := linktest.CheckPacket(got[0], 5, 512, src, dst); msg != "" {
+		t.Error(msg)
+	}
+	if s := l.Stats(); s.RxPackets != 1 || s.RxBadICRC != 0 {
+		t.Errorf("Stats %+v", s)
+	}
+
+	// Control: a plain IPv6 socket drops the same datagram, so the checksum
+	// really was zero.
+	plain := rawConn(t, lo6)
+	to := plain.LocalAddr().(*net.UDPAddr).AddrPort()
+	writeTo(t, sender, to, sealedFrom(sender, to, 6, 512, false))
+	plain.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _, err := plain.ReadFromUDPAddrPort(make([]byte, 1024)); err == nil {
+		t.Errorf("a socket without UDP_NO_CHECK6_RX received %d bytes: the checksum was not zero", n)
+	}
+}
+
+// capture reads IP packets on lo with a packet socket until match accepts
+// one or a timeout passes.
+type capture struct{ fd int }
+
+func newCapture(t *testing.T) *capture {
+	t.Helper()
+	proto := int(htons(unix.ETH_P_ALL))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		t.Skipf("packet socket: %v (needs CAP_NET_RAW)", err)
+	}
+	if err != nil {
+		t.Fatalf("packet socket: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skipf("no lo: %v", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: lo.Index}); err != nil {
+		t.Fatalf("bind packet socket: %v", err)
+	}
+	tv := unix.NsecToTimeval(int64(50 * time.Millisecond))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	return &capture{fd}
+}
+
+// next returns the first captured packet from src to dst, as wire.SplitIP
+// parses it.
+func (c *capture) next(t *testing.T, src, dst netip.AddrPort) (wire.Framing, []byte) {
+	t.Helper()
+	buf := make([]byte, 1<<16)
+	deadline := time.Now().Add(linktest.Timeout)
+	for time.Now().Before(deadline) {
+		n, from, err := unix.Recvfrom(c.fd, buf, 0)
+		if err != nil {
+			continue // timeout or EINTR
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue // lo shows each packet twice: take the incoming copy
+		}
+		f, payload, err := wire.SplitIP(buf[:n])
+		if err != nil {
+			continue
+		}
+		if netip.AddrPortFrom(f.Src, f.SrcPort) == src && netip.AddrPortFrom(f.Dst, f.DstPort) == dst {
+			return f, payload
+		}
+	}
+	t.Fatalf("no packet from %s to %s captured", src, dst)
+	return wire.Framing{}, nil
+}
+
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+// TestWireHeaders checks the headers Linux puts on sent packets: IPv4 with
+// Identification 0 and Don't Fragment, and ICRCs that verify against the
+// real headers, IPv4 and IPv6, as a peer reading raw frames would.
+func TestWireHeaders(t *testing.T) {
+	c := newCapture(t)
+	a4, b4 := pair4(t, Config{})
+	a6, b6 := pair6(t, Config{})
+	for _, p := range [][2]*Link{{a4, b4}, {a6, b6}} {
+		a, b := p[0], p[1]
+		src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+		var pkts []*link.Packet
+		for i := range uint32(3) {
+			pkts = append(pkts, linktest.MakePacket(i, linktest.MaxSize-4*int(i), src, dst))
+		}
+		linktest.SendAll(t, a, pkts, len(pkts))
+		for i := range 3 {
+			f, payload := c.next(t, src, dst)
+			if f.IsIPv4() && (f.IPv4ID != 0 || f.IPv4Frag != wire.IPv4DontFragment) {
+				t.Errorf("IPv4 Identification %#x, flags/offset %#x; want 0 and %#x", f.IPv4ID, f.IPv4Frag, wire.IPv4DontFragment)
+			}
+			if !wire.VerifyICRC(&f, payload) {
+				t.Errorf("%s packet %d: ICRC does not verify against the wire headers", src.Addr(), i)
+			}
+			if len(payload) != linktest.MaxSize-4*i {
+				t.Errorf("%s packet %d: %d bytes on the wire", src.Addr(), i, len(payload))
+			}
+		}
+	}
+}
