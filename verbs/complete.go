@@ -105,11 +105,16 @@ func (qp *QP) wqeForPSNLocked(psn wire.PSN) *swqe {
 	return nil
 }
 
-// ackUpToLocked applies an acknowledgement of every PSN up to psn.
-func (qp *QP) ackUpToLocked(psn wire.PSN) {
+// ackUpToLocked applies an acknowledgement of every PSN up to psn. It
+// reports whether a read or atomic before psn turned out to lack its
+// response, so that the requester was rewound to ask for it again: a
+// response to a later request must then be dropped, as it will come again
+// (rxe's COMPST_ERROR_RETRY).
+func (qp *QP) ackUpToLocked(psn wire.PSN) (rewound bool) {
 	if psn.Before(qp.req.ackedPSN) {
-		return // nothing new
+		return false // nothing new
 	}
+	acked := qp.req.ackedPSN
 	progress := false
 	for i := qp.sq.head; i != qp.sq.tail; i++ {
 		w := qp.sq.at(i)
@@ -128,7 +133,7 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) {
 			if psn.After(w.lastPSN) || (w.op != WRRDMARead && !psn.Before(w.firstPSN)) {
 				qp.ackedTo(w.firstPSN.Add(w.readPkts))
 				qp.rewindLocked(w.firstPSN.Add(w.readPkts))
-				return
+				return true
 			}
 			break
 		}
@@ -139,10 +144,15 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) {
 		progress = true
 	}
 	qp.ackedTo(psn.Add(1))
-	if progress {
+	// The retry counters restart on every acknowledgement that moves
+	// forward, not only when a message completes (rxe's
+	// reset_retry_counters): a long message on a lossy path would
+	// otherwise run out of retries while making progress.
+	if progress || qp.req.ackedPSN != acked {
 		qp.req.retryLeft = int(qp.attr.RetryCnt)
 		qp.req.rnrLeft = int(qp.attr.RNRRetry)
 	}
+	return false
 }
 
 // ackedTo moves the oldest unacknowledged PSN forward to p.
@@ -159,7 +169,9 @@ func (qp *QP) handleAtomicAckLocked(psn wire.PSN, orig uint64) {
 		qp.dev.stats.RxDuplicate.Add(1)
 		return
 	}
-	qp.ackUpToLocked(psn.Add(-1))
+	if qp.ackUpToLocked(psn.Add(-1)) {
+		return // an earlier read or atomic is asked again, and this one with it
+	}
 	var b [8]byte
 	binary.NativeEndian.PutUint64(b[:], orig)
 	if err := qp.dev.mrs.Scatter(b[:], qp.pd.id, w.sgl, 0); err != nil {
@@ -191,12 +203,17 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 		return
 	}
 	qp.req.readRetry = false
-	qp.ackUpToLocked(w.firstPSN.Add(-1))
+	if qp.ackUpToLocked(w.firstPSN.Add(-1)) {
+		return // an earlier read or atomic is asked again, and this one with it
+	}
 	payload := pkt.Payload()
 	off := w.readPkts * qp.mtu
 	rem := w.length - off
-	okLen := len(payload) == min(rem, qp.mtu)
-	if info.Is(wire.FlagComplete) != (rem <= qp.mtu) || !okLen {
+	last := rem <= qp.mtu
+	// Only the message's last response must be LAST or ONLY: before it a
+	// LAST may end a retry's partial request, and the responses to an
+	// older request, with the same data, may still be coming in.
+	if len(payload) != min(rem, qp.mtu) || last && !info.Is(wire.FlagComplete) {
 		qp.failSendLocked(w, BadRespErr)
 		return
 	}
@@ -208,10 +225,18 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 	}
 	w.readPkts++
 	qp.req.retryLeft = int(qp.attr.RetryCnt)
+	// A response acknowledges its PSN (rxe moves comp.psn past it): a
+	// rewind to the next response then finds the PSN window open instead
+	// of waiting for the ACK timer with the whole READ counted in flight.
+	qp.ackedTo(psn.Add(1))
 	qp.refreshDeadlineLocked()
-	if info.Is(wire.FlagComplete) {
+	switch {
+	case last:
 		qp.completeSendLocked(w, Success)
 		qp.ackedTo(w.lastPSN.Add(1))
+	case w.readPkts == w.readEnd:
+		// A retry's partial request is answered: ask for the next part.
+		qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
 	}
 }
 

@@ -2,7 +2,10 @@ package verbs
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,12 +14,14 @@ import (
 
 // pair is two connected QPs on two devices, with their PDs, CQs and memory.
 type pair struct {
-	t      *testing.T
+	t      testing.TB
 	net    *loop.Network
 	da, db *Device
 	pa, pb *PD
 	ca, cb *CQ
 	qa, qb *QP
+	sa, sb *SRQ     // with pairOpts.srq
+	opts   pairOpts // as completed by connect
 }
 
 type pairOpts struct {
@@ -31,11 +36,14 @@ type pairOpts struct {
 	rnr     uint8
 	minRNR  uint8
 	devOpts *Options
+	cqe     int // CQ depth; 0 means 4*wr
+	srq     int // if > 0, each QP receives from its own SRQ of this many WRs
+	queue   int // loop.Config.QueueLen; 0 means loop's default
 }
 
-func newDevicesLoop(t *testing.T, o *pairOpts) (*loop.Network, *Device, *Device) {
+func newDevicesLoop(t testing.TB, o *pairOpts) (*loop.Network, *Device, *Device) {
 	t.Helper()
-	n := loop.NewNetwork(loop.Config{Faults: o.faults, Seed: o.seed})
+	n := loop.NewNetwork(loop.Config{Faults: o.faults, Seed: o.seed, QueueLen: o.queue})
 	la, err := n.Attach([]netip.Addr{netip.MustParseAddr("10.0.0.1")}, 4791)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +72,7 @@ func newDevicesLoop(t *testing.T, o *pairOpts) (*loop.Network, *Device, *Device)
 	return n, da, db
 }
 
-func newPair(t *testing.T, o pairOpts) *pair {
+func newPair(t testing.TB, o pairOpts) *pair {
 	t.Helper()
 	n, da, db := newDevicesLoop(t, &o)
 	p := &pair{t: t, net: n, da: da, db: db}
@@ -98,64 +106,78 @@ func (p *pair) connect(o pairOpts) {
 	if o.minRNR == 0 {
 		o.minRNR = 1
 	}
-	var err error
-	mk := func(d *Device) (*PD, *CQ, *QP) {
+	if o.cqe == 0 {
+		o.cqe = 4 * o.wr
+	}
+	mk := func(d *Device) (*PD, *CQ, *QP, *SRQ) {
 		pd, err := d.AllocPD()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cq, err := d.CreateCQ(4*o.wr, nil)
+		cq, err := d.CreateCQ(o.cqe, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		qp, err := pd.CreateQP(QPInitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq,
+		var srq *SRQ
+		if o.srq > 0 {
+			if srq, err = pd.CreateSRQ(SRQAttr{MaxWR: o.srq, MaxSGE: o.sge}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		qp, err := pd.CreateQP(QPInitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq, SRQ: srq,
 			Cap: QPCap{MaxSendWR: o.wr, MaxRecvWR: o.wr, MaxSendSGE: o.sge, MaxRecvSGE: o.sge, MaxInlineData: 64}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pd, cq, qp
+		return pd, cq, qp, srq
 	}
-	p.pa, p.ca, p.qa = mk(p.da)
-	p.pb, p.cb, p.qb = mk(p.db)
-	bring := func(qp *QP, d, peer *Device, peerQP *QP, rqpsn, sqpsn uint32) {
-		access := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
-		a := QPAttr{State: StateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access, QKey: 0x11111111}
-		mask := AttrState | AttrPKeyIndex | AttrPort
-		if o.typ == UD {
-			mask |= AttrQKey
-		} else {
-			mask |= AttrAccessFlags
-		}
-		if err = qp.Modify(&a, mask); err != nil {
-			t.Fatal(err)
-		}
-		a = QPAttr{State: StateRTR}
-		mask = AttrState
-		if o.typ != UD {
-			a.PathMTU, a.DestQPN, a.RQPSN = o.mtu, peerQP.QPN(), rqpsn
-			a.AH = AHAttr{DGID: peer.GIDs()[0], PortNum: 1}
-			mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
-			if o.typ == RC {
-				a.MaxDestRdAtomic, a.MinRNRTimer = 16, o.minRNR
-				mask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
-			}
-		}
-		if err = qp.Modify(&a, mask); err != nil {
-			t.Fatal(err)
-		}
-		a = QPAttr{State: StateRTS, SQPSN: sqpsn}
-		mask = AttrState | AttrSQPSN
-		if o.typ == RC {
-			a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
-			mask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
-		}
-		if err = qp.Modify(&a, mask); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.pa, p.ca, p.qa, p.sa = mk(p.da)
+	p.pb, p.cb, p.qb, p.sb = mk(p.db)
+	p.opts = o
 	// Start PSNs near the wrap to exercise 24-bit arithmetic.
-	bring(p.qa, p.da, p.db, p.qb, 0xFFFFF0, 0xFFFFFA)
-	bring(p.qb, p.db, p.da, p.qa, 0xFFFFFA, 0xFFFFF0)
+	p.bringUp(p.qa, p.db, p.qb, 0xFFFFF0, 0xFFFFFA)
+	p.bringUp(p.qb, p.da, p.qa, 0xFFFFFA, 0xFFFFF0)
+}
+
+// bringUp moves qp from RESET through INIT and RTR to RTS, connected (RC,
+// UC) to peerQP on peer, with the pair's options.
+func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn uint32) {
+	t, o := p.t, p.opts
+	t.Helper()
+	access := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	a := QPAttr{State: StateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access, QKey: 0x11111111}
+	mask := AttrState | AttrPKeyIndex | AttrPort
+	if o.typ == UD {
+		mask |= AttrQKey
+	} else {
+		mask |= AttrAccessFlags
+	}
+	if err := qp.Modify(&a, mask); err != nil {
+		t.Fatal(err)
+	}
+	a = QPAttr{State: StateRTR}
+	mask = AttrState
+	if o.typ != UD {
+		a.PathMTU, a.DestQPN, a.RQPSN = o.mtu, peerQP.QPN(), rqpsn
+		a.AH = AHAttr{DGID: peer.GIDs()[0], PortNum: 1}
+		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
+		if o.typ == RC {
+			a.MaxDestRdAtomic, a.MinRNRTimer = 16, o.minRNR
+			mask |= AttrMaxDestRdAtomic | AttrMinRNRTimer
+		}
+	}
+	if err := qp.Modify(&a, mask); err != nil {
+		t.Fatal(err)
+	}
+	a = QPAttr{State: StateRTS, SQPSN: sqpsn}
+	mask = AttrState | AttrSQPSN
+	if o.typ == RC {
+		a.Timeout, a.RetryCnt, a.RNRRetry, a.MaxRdAtomic = o.timeout, o.retry, o.rnr, 16
+		mask |= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
+	}
+	if err := qp.Modify(&a, mask); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (p *pair) reg(pd *PD, n int) *MR {
@@ -168,7 +190,7 @@ func (p *pair) reg(pd *PD, n int) *MR {
 }
 
 // waitWC polls cq until n completions arrive or the deadline passes.
-func waitWC(t *testing.T, cq *CQ, n int, d time.Duration) []WC {
+func waitWC(t testing.TB, cq *CQ, n int, d time.Duration) []WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -186,4 +208,50 @@ func waitWC(t *testing.T, cq *CQ, n int, d time.Duration) []WC {
 		}
 	}
 	return out
+}
+
+// TestMain fails the package if goroutines outlive the tests: after every
+// device and network is closed, the count must return to what it was before
+// (the links' readers and delivery goroutines, timers and handlers all gone).
+func TestMain(m *testing.M) {
+	base := runtime.NumGoroutine()
+	code := m.Run()
+	if code == 0 {
+		if n, stacks := settleGoroutines(base, time.Second); n > base {
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after the tests, %d before\n%s\n", n, base, stacks)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// settleGoroutines polls until at most want goroutines exist or d passes. It
+// returns the last count and, if that is above want, every goroutine's stack.
+func settleGoroutines(want int, d time.Duration) (int, string) {
+	deadline := time.Now().Add(d)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want {
+			return n, ""
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			return n, string(buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkLeaks makes t fail if, once its cleanups have run, more goroutines
+// exist than when checkLeaks was called. Call it first (its cleanup then runs
+// last) in a top-level test that does not call t.Parallel, so no other test
+// starts or stops goroutines meanwhile.
+func checkLeaks(t testing.TB) {
+	t.Helper()
+	base := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		if n, stacks := settleGoroutines(base, time.Second); n > base {
+			t.Errorf("goroutine leak: %d goroutines, %d before the test\n%s", n, base, stacks)
+		}
+	})
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestRCLossySmoke(t *testing.T) {
-	p := newPair(t, pairOpts{faults: loop.Faults{Loss: 0.1, Duplicate: 0.05, Reorder: 0.05}, seed: 7, timeout: 8})
+	p := newPair(t, pairOpts{faults: loop.Faults{Loss: 0.1, Duplicate: 0.05, Reorder: 0.05}, seed: 7, timeout: 12})
 	ma, mb := p.reg(p.pa, 4<<20), p.reg(p.pb, 4<<20)
 	for i := range ma.Buf() {
 		ma.Buf()[i] = byte(i * 13)

@@ -278,7 +278,7 @@ func (qp *QP) Query() (QPAttr, QPInitAttr) {
 	a.State, a.CurState = qp.state, qp.state
 	a.SQPSN = uint32(qp.req.psn)
 	a.RQPSN = uint32(qp.resp.psn)
-	a.SQDraining = qp.state == StateSQD && qp.sq.outstanding() > 0
+	a.SQDraining = qp.state == StateSQD && !qp.sq.drainNotified
 	return a, QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq,
 		Cap: qp.attr.Cap, SQSigAll: qp.sqSigAll, Context: qp.Context}
 }
@@ -296,7 +296,9 @@ var stateTable = func() (t [7][7]transition) {
 	any := transition{ok: true}
 	for s := StateReset; s <= StateErr; s++ {
 		t[s][StateReset] = any
-		t[s][StateErr] = any
+		if s != StateReset { // Linux's table has no RESET -> ERR
+			t[s][StateErr] = any
+		}
 	}
 	t[StateReset][StateInit] = transition{ok: true,
 		req: perType(AttrPKeyIndex|AttrPort|AttrAccessFlags, AttrPKeyIndex|AttrPort|AttrAccessFlags, AttrPKeyIndex|AttrPort|AttrQKey)}
@@ -339,7 +341,7 @@ func ModifyAllowed(t QPType, cur QPState, attr *QPAttr, mask AttrMask) error {
 	if t != RC && t != UC && t != UD {
 		return errf(ErrInvalid, "QP type %v", t)
 	}
-	if mask&AttrCurState != 0 && cur != StateRTS && cur != StateSQD && cur != StateSQE {
+	if mask&AttrCurState != 0 && cur != StateRTR && cur != StateRTS && cur != StateSQD && cur != StateSQE {
 		return errf(ErrInvalid, "current-state attribute given in state %v", cur)
 	}
 	tr := stateTable[cur][next]
@@ -519,6 +521,11 @@ func (qp *QP) resetLocked() {
 	c := qp.attr.Cap
 	qp.attr = QPAttr{Cap: c, PathMTU: MTU256, PortNum: 1, MaxRdAtomic: 1, MaxDestRdAtomic: 1}
 	qp.mtu = MTU256.Bytes()
+	if qp.typ == UD {
+		// UD has no path MTU attribute: it sends up to the port MTU (as
+		// rxe's get_mtu does).
+		qp.attr.PathMTU, qp.mtu = qp.dev.mtu, qp.dev.mtu.Bytes()
+	}
 	qp.state = StateReset
 	qp.sq.reset()
 	if qp.srq == nil {

@@ -74,6 +74,7 @@ type swqe struct {
 	npkts    int
 	sent     int // bytes sent (SEND/WRITE) or received (READ)
 	readPkts int // read response packets received
+	readEnd  int // READ: the response packets the request in flight asks up to
 }
 
 type sendQueue struct {

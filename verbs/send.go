@@ -162,12 +162,15 @@ func packetsFor(n, mtu int) int {
 
 // progressLocked sends what the window and credits allow.
 func (qp *QP) progressLocked() {
+	if qp.req.rnrWait {
+		return // an RNR NAK pauses the requester until its timer fires
+	}
 	for (qp.state == StateRTS || qp.state == StateSQD) && qp.sq.cur != qp.sq.tail {
 		idx := qp.sq.cur
 		w := qp.sq.at(idx)
 		if w.state == wqePosted {
-			if qp.state == StateSQD || qp.req.rnrWait {
-				return // draining starts nothing new; RNR waits for its timer
+			if qp.state == StateSQD {
+				return // draining starts nothing new
 			}
 			if !qp.startLocked(w) {
 				return
@@ -197,8 +200,10 @@ func (qp *QP) startLocked(w *swqe) bool {
 		}
 	}
 	if qp.typ == UD && w.length > qp.mtu {
-		qp.failSendLocked(w, LocLenErr)
-		return false
+		// IBTA C10-93.1.1: a UD message longer than the port MTU emits no
+		// packet and is not an error; Linux rxe completes it successfully.
+		qp.completeSendLocked(w, Success)
+		return true // nothing left to send: sendPacketsLocked passes over it
 	}
 	w.npkts = 1
 	switch w.op {
@@ -278,7 +283,16 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 		h.RETH = wire.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
 	case WRRDMARead:
 		done := w.readPkts * qp.mtu
-		h.RETH = wire.RETHFields{VA: w.raddr + uint64(done), RKey: w.rkey, DMALen: uint32(w.length - done)}
+		n := w.length - done
+		if w.readEnd > 0 {
+			// A retry asks for at most a window of responses and the
+			// completer asks for the next part when they are in: asking
+			// for the whole rest after each lost response would cost
+			// traffic quadratic in the message length.
+			n = min(n, maxUnacked*qp.mtu)
+		}
+		w.readEnd = w.readPkts + packetsFor(n, qp.mtu)
+		h.RETH = wire.RETHFields{VA: w.raddr + uint64(done), RKey: w.rkey, DMALen: uint32(n)}
 	case WRAtomicCmpAndSwp:
 		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swap, Compare: w.cmpAdd}
 	case WRAtomicFetchAndAdd:
@@ -428,24 +442,25 @@ func (qp *QP) retireLocked() {
 		if w.state != wqeDone {
 			break
 		}
-		if w.signaled || w.status != Success {
-			wc := WC{WRID: w.id, Status: w.status, Opcode: wcOpcodeOf(w.op), QPNum: uint32(qp.qpn)}
-			if w.status == Success {
-				switch w.op {
-				case WRRDMARead:
-					wc.ByteLen = uint32(w.length)
-				case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-					wc.ByteLen = 8
-				}
-			}
-			if !qp.sendCQ.push(&wc, false) {
-				qp.cqOverflowLocked()
+		emit := w.signaled || w.status != Success
+		wc := WC{WRID: w.id, Status: w.status, Opcode: wcOpcodeOf(w.op), QPNum: uint32(qp.qpn)}
+		if w.status == Success {
+			switch w.op {
+			case WRRDMARead:
+				wc.ByteLen = uint32(w.length)
+			case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+				wc.ByteLen = 8
 			}
 		}
+		// Retire before pushing: a CQ overflow moves the QP to the error
+		// state, whose flush retires the rest of the queue re-entrantly.
 		w.state = wqeIdle
 		qp.sq.head++
 		if qp.sq.cur < qp.sq.head {
 			qp.sq.cur = qp.sq.head
+		}
+		if emit && !qp.sendCQ.push(&wc, false) {
+			qp.cqOverflowLocked()
 		}
 	}
 	qp.checkDrainedLocked()
