@@ -23,10 +23,16 @@ func (qp *QP) handleResponseLocked(pkt wire.Packet) {
 	psn := pkt.BTH().PSN()
 	// Only PSNs of requests outstanding are meaningful; anything else is a
 	// stale duplicate (IBTA 9.7.5.2.?: ghost responses are dropped).
-	if psn.Before(qp.req.ackedPSN.Add(-1)) || !psn.Before(qp.req.psn) {
+	if psn.Before(qp.req.ackedPSN.Add(-1)) || !psn.Before(qp.sentPSNLocked()) {
 		qp.dev.stats.RxDuplicate.Add(1)
 		return
 	}
+	// Any response to an outstanding request restarts the ACK timer, even
+	// one that is then ignored (rxe re-arms its retransmit timer whenever the
+	// completer has drained its queue): while the responder is still
+	// streaming the answer to an older READ request, a timeout would only
+	// add another request behind it.
+	qp.refreshDeadlineLocked()
 	switch pkt.Opcode() {
 	case wire.RCAcknowledge:
 		qp.handleAckLocked(pkt.AETH().Syndrome(), psn)
@@ -86,6 +92,37 @@ func (qp *QP) handleAckLocked(syn wire.Syndrome, psn wire.PSN) {
 		}
 		qp.failSendLocked(w, status)
 	}
+}
+
+// sentPSNLocked returns the PSN after the newest one given to a request:
+// req.psn, unless a rewind has moved that back, and the responder may then
+// answer (acknowledge, or respond to a READ) PSNs up to the newest.
+func (qp *QP) sentPSNLocked() wire.PSN {
+	next := qp.req.psn
+	for i := qp.sq.cur; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqePosted {
+			break
+		}
+		if w.lastPSN.Add(1).After(next) {
+			next = w.lastPSN.Add(1)
+		}
+	}
+	return next
+}
+
+// oldestOutstandingLocked returns the oldest started WQE not yet completed.
+func (qp *QP) oldestOutstandingLocked() *swqe {
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqePosted {
+			return nil
+		}
+		if w.state != wqeDone {
+			return w
+		}
+	}
+	return nil
 }
 
 // wqeForPSNLocked returns the outstanding WQE whose PSN range holds psn.
@@ -155,8 +192,23 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) (rewound bool) {
 	return false
 }
 
-// ackedTo moves the oldest unacknowledged PSN forward to p.
+// ackedTo moves the oldest unacknowledged PSN forward to p, but not past
+// the first response a READ or atomic still waits for: an acknowledgement
+// of the PSNs of later requests (or of a READ's last PSN) does not deliver
+// it, and a retry starts from the oldest unacknowledged PSN.
 func (qp *QP) ackedTo(p wire.PSN) {
+	for i := qp.sq.head; i != qp.sq.tail; i++ {
+		w := qp.sq.at(i)
+		if w.state == wqePosted || !p.After(w.firstPSN) {
+			break
+		}
+		if w.state != wqeDone && isRdAtomic(w.op) {
+			if lim := w.firstPSN.Add(w.readPkts); p.After(lim) {
+				p = lim
+			}
+			break
+		}
+	}
 	if p.After(qp.req.ackedPSN) && !p.After(qp.req.psn) {
 		qp.req.ackedPSN = p
 		qp.refreshDeadlineLocked()
@@ -320,7 +372,13 @@ func (qp *QP) onRetryTimer() {
 	}
 	w := qp.wqeForPSNLocked(qp.req.ackedPSN)
 	if w == nil {
-		return
+		// The oldest unacknowledged PSN can lie before the oldest request
+		// still outstanding (one completed by its response while the
+		// requester was rewound behind it): that request is the one to
+		// retry. Returning here would leave no timer armed.
+		if w = qp.oldestOutstandingLocked(); w == nil {
+			return
+		}
 	}
 	if qp.req.retryLeft == 0 {
 		qp.failSendLocked(w, RetryExcErr)

@@ -923,3 +923,141 @@ func TestPollAllocs(t *testing.T) {
 		t.Errorf("Poll of 4 completions: %v allocations", a)
 	}
 }
+
+// TestRCLossyPipeline posts a mix of every RC operation at once, so READs
+// and atomics are outstanding together with SENDs and WRITEs before and
+// after them, through loss with duplication and reordering, corruption, and
+// jitter; every WR must complete successfully, in order, with intact data.
+func TestRCLossyPipeline(t *testing.T) {
+	checkLeaks(t)
+	for _, c := range []struct {
+		name   string
+		faults loop.Faults
+	}{
+		{"loss", loop.Faults{Loss: 0.1, Duplicate: 0.05, Reorder: 0.05}},
+		{"corrupt", loop.Faults{Corrupt: 0.05}},
+		{"jitter", loop.Faults{Delay: 20 * time.Microsecond, Jitter: 30 * time.Microsecond}},
+	} {
+		for _, seed := range []uint64{1, 2, 3} {
+			t.Run(fmt.Sprintf("%s/seed=%d", c.name, seed), func(t *testing.T) {
+				t.Parallel()
+				runPipeline(t, c.faults, seed)
+			})
+		}
+	}
+}
+
+// runPipeline is TestRCLossyPipeline on one network.
+func runPipeline(t *testing.T, faults loop.Faults, seed uint64) {
+	const nwr = 48
+	p := newPair(t, pairOpts{typ: RC, mtu: MTU1024, wr: 64, sge: 2, timeout: 12, seed: seed, faults: faults})
+	rng := rand.New(rand.NewPCG(seed, 99))
+	const slot = 320 << 10
+	ma := p.reg(p.pa, nwr*slot) // sources, READ destinations, atomic results
+	mb := p.reg(p.pb, nwr*slot) // receive buffers, WRITE targets, READ sources, atomic targets
+	ops := []mop{opSend, opWrite, opRead, opSendImm, opCAS, opWriteImm, opRead, opFAA}
+	sizes := []int{0, 1, 1000, 1024, 1025, 5000, 70000, 300000, 2048}
+	type want struct {
+		op        mop
+		n         int
+		dst       []byte // where the data must end up
+		data      []byte
+		orig, fin uint64 // atomics: the value returned and the final one
+	}
+	var wrs []SendWR
+	var recvs []RecvWR
+	var wants []want
+	for i := range nwr {
+		op := ops[i%len(ops)]
+		n := sizes[i%len(sizes)]
+		off := i * slot
+		w := want{op: op, n: n}
+		wr := SendWR{ID: uint64(i), Opcode: op.wr(), Flags: SendSignaled, Imm: uint32(i) * 7}
+		switch op {
+		case opSend, opSendImm, opWrite, opWriteImm:
+			w.data = make([]byte, n)
+			for j := range w.data {
+				w.data[j] = byte(rng.Uint32())
+			}
+			copy(ma.Buf()[off:], w.data)
+			// Two SGEs, the second one starting at an odd offset.
+			h := n / 3
+			wr.SGL = []SGE{ma.SGE(off, h), ma.SGE(off+h+7, n-h)}
+			copy(ma.Buf()[off+h+7:], w.data[h:])
+			w.dst = mb.Buf()[off : off+n]
+			if op == opWrite || op == opWriteImm {
+				wr.RemoteAddr, wr.RKey = mb.Addr()+uint64(off), mb.RKey()
+			}
+			if op != opWrite {
+				recvs = append(recvs, RecvWR{ID: uint64(i), SGL: []SGE{mb.SGE(off, n+16)}})
+			}
+		case opRead:
+			w.data = make([]byte, n)
+			for j := range w.data {
+				w.data[j] = byte(rng.Uint32())
+			}
+			copy(mb.Buf()[off:], w.data)
+			wr.SGL = []SGE{ma.SGE(off, n)}
+			wr.RemoteAddr, wr.RKey = mb.Addr()+uint64(off), mb.RKey()
+			w.dst = ma.Buf()[off : off+n]
+		case opCAS, opFAA:
+			v0, a := rng.Uint64(), rng.Uint64()
+			binary.NativeEndian.PutUint64(mb.Buf()[off:], v0)
+			wr.SGL = []SGE{ma.SGE(off+3, 8)}
+			wr.RemoteAddr, wr.RKey = mb.Addr()+uint64(off), mb.RKey()
+			w.orig, w.fin = v0, v0+a
+			wr.CompareAdd = a
+			if op == opCAS {
+				wr.CompareAdd, wr.Swap = v0, a
+				w.fin = a
+			}
+		}
+		wrs = append(wrs, wr)
+		wants = append(wants, w)
+	}
+	if err := p.qb.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.qa.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	for i, wc := range waitWC(t, p.ca, nwr, mxWait) {
+		if wc.WRID != uint64(i) || wc.Status != Success || wc.Opcode != wcOpcodeOf(wrs[i].Opcode) {
+			t.Fatalf("completion %d: %+v", i, wc)
+		}
+	}
+	rc := waitWC(t, p.cb, len(recvs), mxWait)
+	for k, wc := range rc {
+		i := int(recvs[k].ID)
+		w := wants[i]
+		op, flags := WCRecv, WCFlags(0)
+		if w.op == opWriteImm {
+			op = WCRecvRDMAWithImm
+		}
+		if w.op.hasImm() {
+			flags = WCWithImm
+		}
+		if wc.WRID != uint64(i) || wc.Status != Success || wc.Opcode != op || wc.ByteLen != uint32(w.n) ||
+			wc.Flags != flags || flags != 0 && wc.Imm != uint32(i)*7 {
+			t.Fatalf("receive completion %d (WR %d, %v of %d bytes): %+v", k, i, w.op, w.n, wc)
+		}
+	}
+	for i, w := range wants {
+		off := i * slot
+		switch w.op {
+		case opCAS, opFAA:
+			got := binary.NativeEndian.Uint64(ma.Buf()[off+3:])
+			fin := binary.NativeEndian.Uint64(mb.Buf()[off:])
+			if got != w.orig || fin != w.fin {
+				t.Errorf("WR %d %v: returned %#x, target %#x; want %#x, %#x", i, w.op, got, fin, w.orig, w.fin)
+			}
+		default:
+			if !bytes.Equal(w.dst, w.data) {
+				t.Errorf("WR %d %v of %d bytes: data differs", i, w.op, w.n)
+			}
+		}
+	}
+	if s := p.net.Stats(); s.Lost+s.Corrupted+s.Delayed == 0 {
+		t.Errorf("the faults did not happen: %+v", s)
+	}
+}

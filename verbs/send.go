@@ -284,11 +284,15 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 	case WRRDMARead:
 		done := w.readPkts * qp.mtu
 		n := w.length - done
-		if w.readEnd > 0 {
+		if w.readPkts > 0 {
 			// A retry asks for at most a window of responses and the
 			// completer asks for the next part when they are in: asking
 			// for the whole rest after each lost response would cost
-			// traffic quadratic in the message length.
+			// traffic quadratic in the message length. Only once a
+			// response has come: the responder has then executed the
+			// whole request, so each part is a duplicate to it; a part
+			// sent first would be executed as a shorter READ, leaving its
+			// expected PSN inside this one's range.
 			n = min(n, maxUnacked*qp.mtu)
 		}
 		w.readEnd = w.readPkts + packetsFor(n, qp.mtu)
