@@ -206,7 +206,8 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 	}
 	r.nakSent = false
 	info := pkt.Info()
-	if !qp.checkSequenceLocked(info) {
+	if !qp.checkSequenceLocked(info) ||
+		(info.Has(wire.HdrPayload) && !qp.checkPayloadLen(info, len(pkt.Payload()))) {
 		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
 		return
 	}
@@ -252,10 +253,6 @@ func (qp *QP) rcSendLocked(pkt wire.Packet) {
 	bth := pkt.BTH()
 	psn := bth.PSN()
 	payload := pkt.Payload()
-	if !qp.checkPayloadLen(info, len(payload)) {
-		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
-		return
-	}
 	if info.Is(wire.FlagInv) {
 		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
 		return
@@ -300,10 +297,6 @@ func (qp *QP) rcWriteLocked(pkt wire.Packet) {
 	bth := pkt.BTH()
 	psn := bth.PSN()
 	payload := pkt.Payload()
-	if !qp.checkPayloadLen(info, len(payload)) {
-		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
-		return
-	}
 	if info.Is(wire.FlagStart) {
 		reth := pkt.RETH()
 		if qp.attr.AccessFlags&AccessRemoteWrite == 0 {

@@ -361,37 +361,24 @@ func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
 	}
 	var o wire.Opcode
 	switch op {
-	case WRSend, WRSendWithImm:
-		imm := op == WRSendWithImm
-		switch {
-		case first && last && imm:
-			o = wire.OpSendOnlyImm
-		case first && last:
-			o = wire.OpSendOnly
-		case first:
-			o = wire.OpSendFirst
-		case last && imm:
-			o = wire.OpSendLastImm
-		case last:
-			o = wire.OpSendLast
-		default:
-			o = wire.OpSendMiddle
-		}
-	case WRRDMAWrite, WRRDMAWriteWithImm:
-		imm := op == WRRDMAWriteWithImm
-		switch {
-		case first && last && imm:
-			o = wire.OpWriteOnlyImm
-		case first && last:
-			o = wire.OpWriteOnly
-		case first:
+	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
+		// SEND and WRITE opcodes share one layout: FIRST, MIDDLE, LAST,
+		// LAST_IMM, ONLY, ONLY_IMM from their family's base.
+		o = wire.OpSendFirst
+		if op == WRRDMAWrite || op == WRRDMAWriteWithImm {
 			o = wire.OpWriteFirst
-		case last && imm:
-			o = wire.OpWriteLastImm
+		}
+		imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
+		switch {
+		case first && last:
+			o += wire.OpSendOnly - wire.OpSendFirst
 		case last:
-			o = wire.OpWriteLast
-		default:
-			o = wire.OpWriteMiddle
+			o += wire.OpSendLast - wire.OpSendFirst
+		case !first:
+			o += wire.OpSendMiddle - wire.OpSendFirst
+		}
+		if imm && last {
+			o++
 		}
 	case WRRDMARead:
 		o = wire.OpReadRequest
