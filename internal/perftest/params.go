@@ -130,8 +130,9 @@ type Config struct {
 	// Out receives the perftest-style report.
 	Out io.Writer
 
-	sizeSet bool
-	margin  time.Duration
+	sizeSet    bool
+	margin     time.Duration
+	normalized bool
 }
 
 // SetSize records an explicit -s.
@@ -143,6 +144,17 @@ func (c *Config) IsServer() bool { return c.Server == "" }
 // Normalize fills defaults and applies perftest's dependencies between
 // parameters. It returns an error wrapping ErrUsage for impossible ones.
 func (c *Config) Normalize() error {
+	if c.normalized {
+		return nil
+	}
+	if err := c.normalize(); err != nil {
+		return err
+	}
+	c.normalized = true
+	return nil
+}
+
+func (c *Config) normalize() error {
 	t := c.Test
 	if c.Out == nil {
 		c.Out = io.Discard
