@@ -12,9 +12,9 @@
 // Differences from the C tools: receives are posted into separate slots of
 // one registered buffer rather than all into one buffer (nothing of it shows
 // on the wire), so -c can check every message received, not only the last:
-// the first byte of each page is 0 and all others 0x7b, which is what the C
-// tools send with -c (their client writes the zeros, and their server
-// returns what it received). The byte count of each completion is checked
+// the first byte of each page is 0 and all others 0x7b (0 for srq), which is
+// what the C tools send with -c (their client writes the zeros, and their
+// server returns what it received). The byte count of each completion is checked
 // too, and for UD the source address in the GRH. With -c, invalid data makes
 // the run fail, where the C tools print "invalid data in page N" and exit 0.
 package pingpong
@@ -205,7 +205,7 @@ func (r *run) setup() error {
 		r.slot += GRHLen // receives start with the GRH
 	}
 	sbuf := make([]byte, cfg.Size)
-	fill(sbuf, cfg.Check)
+	fill(sbuf, cfg.fillByte(), cfg.Check)
 	if r.smr, err = r.pd.RegMR(sbuf, verbs.AccessLocalWrite); err != nil {
 		return err
 	}
@@ -262,10 +262,19 @@ func (r *run) setup() error {
 	return nil
 }
 
-// fill writes the message pattern: 0x7b, and with check 0 at each page start.
-func fill(b []byte, check bool) {
+// fillByte is what the C tool fills its buffer with: 0 for srq, 0x7b
+// for the others.
+func (c *Config) fillByte() byte {
+	if c.Type == SRQ {
+		return 0
+	}
+	return 0x7b
+}
+
+// fill writes the message pattern: v, and with check 0 at each page start.
+func fill(b []byte, v byte, check bool) {
 	for i := range b {
-		b[i] = 0x7b
+		b[i] = v
 	}
 	if check {
 		for i := 0; i < len(b); i += pageSize {
@@ -553,7 +562,7 @@ func (r *run) validate(s int, wc verbs.WC, qi, iter int) error {
 		return fmt.Errorf("%w: message %d: %d bytes received, want %d", ErrData, iter, wc.ByteLen, want)
 	}
 	for i, v := range b {
-		exp := byte(0x7b)
+		exp := cfg.fillByte()
 		if i%pageSize == 0 {
 			exp = 0
 		}
