@@ -17,7 +17,8 @@
 // wire. Received IPv6 packets verify (their ICRC covers nothing the tap has
 // to guess), and so do IPv4 packets from softrdma or any sender using
 // Identification 0. Packets a link refuses to send (Send returns an error)
-// may still appear in the file.
+// may still appear in the file; packets the inner link drops on receive (bad
+// ICRC, too short) never reach the tap and do not.
 package pcap
 
 import (
