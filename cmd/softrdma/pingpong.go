@@ -74,7 +74,7 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 	for _, n := range []string{"t", "ts"} {
 		fs.BoolVar(&ts, n, false, "get CQE with timestamp (rc; not supported)")
 	}
-	fs.DurationVar(&cfg.Timeout, "timeout", 0, "give up after this long without a completion, e.g. 10s (softrdma extension; default: wait forever)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, "give up after this long without a client (server) or a completion, e.g. 10s (softrdma extension; default: wait forever)")
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintln(w, "usage:")

@@ -105,8 +105,8 @@ type Config struct {
 	NumQP    int // SRQ
 	Events   bool
 	Check    bool
-	// Timeout gives up when no completion arrives for this long (0: wait
-	// forever, as the C tools do).
+	// Timeout gives up when no client connects (server) or no completion
+	// arrives for this long (0: wait forever, as the C tools do).
 	Timeout time.Duration
 	Out     io.Writer
 }
@@ -348,13 +348,21 @@ func (r *run) exchange(ctx context.Context) error {
 			return fmt.Errorf("couldn't listen to port %d: %w", cfg.TCPPort, err)
 		}
 	}
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if cfg.Timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+	}
+	stop := context.AfterFunc(actx, func() { ln.Close() })
 	c, aerr := ln.Accept()
 	stop()
+	cancel()
 	ln.Close()
 	if aerr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if actx.Err() != nil {
+			return fmt.Errorf("no client connected within %v", cfg.Timeout)
 		}
 		return fmt.Errorf("accept() failed: %w", aerr)
 	}

@@ -314,3 +314,14 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestServerNoClient(t *testing.T) {
+	srv, _ := openPair(t, "127.0.0.1", "127.0.0.2")
+	ln, _ := listen(t)
+	cfg := baseConfig(RC)
+	cfg.Listener, cfg.Timeout = ln, 100*time.Millisecond
+	_, err := Run(context.Background(), srv, cfg)
+	if err == nil || !strings.Contains(err.Error(), "no client connected within 100ms") {
+		t.Errorf("Run = %v, want a timeout", err)
+	}
+}
