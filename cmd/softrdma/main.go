@@ -15,6 +15,7 @@ var commands = map[string]struct {
 	help string
 }{
 	"demo": {runDemo, "two devices on 127.0.0.1 and 127.0.0.2 over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency"},
+	"ping": {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
 }
 
 func usage(w io.Writer) {
