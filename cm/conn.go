@@ -206,8 +206,10 @@ type REQParams struct {
 	ServiceID uint64
 	Path      Path
 	// QPType is verbs.RC or verbs.UC.
-	QPType             verbs.QPType
-	QPN                uint32
+	QPType verbs.QPType
+	QPN    uint32
+	// StartingPSN is, as Linux uses it, the PSN the active QP expects to
+	// receive first; the passive QP sends from it.
 	StartingPSN        uint32
 	ResponderResources uint8
 	InitiatorDepth     uint8
@@ -267,7 +269,9 @@ func (c *Conn) SendREQ(p *REQParams) error {
 
 // REPParams are the contents of a REP.
 type REPParams struct {
-	QPN                uint32
+	QPN uint32
+	// StartingPSN is the PSN the passive QP expects to receive first; the
+	// active QP sends from it.
 	StartingPSN        uint32
 	ResponderResources uint8
 	InitiatorDepth     uint8

@@ -334,7 +334,7 @@ func (id *ID) Accept(ctx context.Context, p *ConnParam) error {
 		qpn = id.qp.QPN()
 		resp := min(cp.ResponderResources, r.InitiatorDepth)
 		init := min(cp.InitiatorDepth, r.ResponderResources)
-		if err := id.toRTSLocked(r.LocalQPN, r.StartingPSN, verbs.MTU(r.PathMTU), resp, init,
+		if err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, verbs.MTU(r.PathMTU), resp, init,
 			r.PrimaryPath.LocalACKTimeout, r.RetryCount, cp.RNRRetryCount); err != nil {
 			id.mu.Unlock()
 			return err
@@ -387,7 +387,11 @@ func (id *ID) releasePendingLocked() {
 }
 
 // toRTSLocked moves the RC QP through RTR to RTS.
-func (id *ID) toRTSLocked(destQPN, rqPSN uint32, mtu verbs.MTU, maxDestRd, maxRd, timeout, retry, rnr uint8) error {
+//
+// The starting PSNs follow Linux's CM: the PSN in a REQ or REP is the one
+// its sender expects to receive, so each side sends from the PSN in the
+// other side's message (and a Linux peer NAKs anything else).
+func (id *ID) toRTSLocked(destQPN, rqPSN, sqPSN uint32, mtu verbs.MTU, maxDestRd, maxRd, timeout, retry, rnr uint8) error {
 	if pa, err := id.dev.dev.QueryPort(1); err == nil && (mtu == 0 || mtu > pa.ActiveMTU) {
 		mtu = pa.ActiveMTU
 	}
@@ -403,7 +407,7 @@ func (id *ID) toRTSLocked(destQPN, rqPSN uint32, mtu verbs.MTU, maxDestRd, maxRd
 	if err != nil {
 		return err
 	}
-	return id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: id.psn, Timeout: timeout,
+	return id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: sqPSN, Timeout: timeout,
 		RetryCnt: min(retry, 7), RNRRetry: min(rnr, 7), MaxRdAtomic: int(max(maxRd, 1))},
 		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
 }
@@ -583,7 +587,7 @@ func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
 	if pa, err := id.dev.dev.QueryPort(1); err == nil {
 		mtu = pa.ActiveMTU
 	}
-	err := id.toRTSLocked(r.LocalQPN, r.StartingPSN, mtu,
+	err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, mtu,
 		min(id.param.ResponderResources, r.InitiatorDepth), min(id.param.InitiatorDepth, r.ResponderResources),
 		ackTimeout, id.param.RetryCount, r.RNRRetryCount)
 	if err != nil {
