@@ -446,3 +446,11 @@ func (l *Listener) Close() error {
 func timeoutOf(e uint8) time.Duration {
 	return time.Duration(4096<<min(e, 31)) * time.Nanosecond
 }
+
+// NumConns returns how many exchanges the Manager tracks: pending,
+// established and in time wait.
+func (m *Manager) NumConns() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.conns)
+}

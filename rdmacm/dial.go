@@ -79,6 +79,7 @@ type Conn struct {
 	Peer ConnParam
 
 	ch        *EventChannel // Dial's own channel; nil for accepted Conns
+	l         *Listener     // the listener of an accepted Conn
 	disc      chan struct{}
 	discOnce  sync.Once
 	closeOnce sync.Once
@@ -95,6 +96,9 @@ func (c *Conn) markDisconnected() { c.discOnce.Do(func() { close(c.disc) }) }
 func (c *Conn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
+		if c.l != nil {
+			c.l.forget(c.ID)
+		}
 		c.ID.Disconnect()
 		err = c.ID.Destroy()
 		if c.ch != nil {
@@ -308,7 +312,7 @@ func (l *Listener) onRequest(ev *Event) {
 		id.Destroy()
 		return
 	}
-	c := &Conn{ID: id, PD: pd, CQ: cq, QP: id.QP(), Peer: ev.Conn, disc: make(chan struct{})}
+	c := &Conn{ID: id, PD: pd, CQ: cq, QP: id.QP(), Peer: ev.Conn, disc: make(chan struct{}), l: l}
 	l.mu.Lock()
 	l.pending[id] = c
 	l.mu.Unlock()
@@ -318,6 +322,14 @@ func (l *Listener) onRequest(ev *Event) {
 		l.mu.Unlock()
 		c.Close()
 	}
+}
+
+// forget drops a closed Conn from the listener's tables.
+func (l *Listener) forget(id *ID) {
+	l.mu.Lock()
+	delete(l.pending, id)
+	delete(l.live, id)
+	l.mu.Unlock()
 }
 
 // Accept returns the next established connection.

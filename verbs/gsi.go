@@ -24,3 +24,11 @@ func (pd *PD) CreateGSIQP(init QPInitAttr) (*QP, error) {
 	init.Type = UD
 	return pd.createQP(init, wire.QPN(GSIQPN))
 }
+
+// NumQPs returns how many QPs the device has (the GSI QP included), for
+// leak checks and monitoring.
+func (d *Device) NumQPs() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nQP
+}

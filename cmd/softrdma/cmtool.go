@@ -53,7 +53,6 @@ func splitShortFlags(args []string, bools string) []string {
 type devFlags struct {
 	port     *uint
 	peerPort *uint
-	quiet    bool
 }
 
 func addDevFlags(fs *flag.FlagSet) *devFlags {
