@@ -199,3 +199,6 @@ func expect(ctx context.Context, ch *rdmacm.EventChannel, want rdmacm.EventType)
 	}
 	return ev, nil
 }
+
+// waitBriefly yields between polls of an empty CQ.
+func waitBriefly() { time.Sleep(20 * time.Microsecond) }

@@ -14,8 +14,10 @@ var commands = map[string]struct {
 	run  func(ctx context.Context, args []string, out io.Writer) error
 	help string
 }{
-	"demo": {runDemo, "two devices on 127.0.0.1 and 127.0.0.2 over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency"},
-	"ping": {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
+	"demo":    {runDemo, "two devices on 127.0.0.1 and 127.0.0.2 over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency"},
+	"cmatose": {runCmatose, "ucmatose: RC connections over rdma_cm exchanging SENDs (-s addr: client)"},
+	"udaddy":  {runUdaddy, "udaddy: UD QPs resolved with SIDR exchanging datagrams (-s addr: client)"},
+	"ping":    {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
 }
 
 func usage(w io.Writer) {
