@@ -24,14 +24,14 @@ var (
 const svc = 0x0106_4e20 // rdma_cm TCP port 20000
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	net    *loop.Network
 	clk    *clock.Fake
 	da, db *verbs.Device
 	a, b   *Manager
 }
 
-func newEnv(t *testing.T, f loop.Faults) *env {
+func newEnv(t testing.TB, f loop.Faults) *env {
 	t.Helper()
 	e := &env{t: t, clk: clock.NewFake()}
 	e.net = loop.NewNetwork(loop.Config{Faults: f, Seed: 1})

@@ -364,6 +364,9 @@ func (m *Manager) handleWC(wc *verbs.WC) {
 		}
 	}()
 	if wc.Status != verbs.Success {
+		if wc.Status == verbs.LocLenErr { // longer than a MAD
+			m.stats.Malformed.Add(1)
+		}
 		return
 	}
 	b := m.buf[i*bufSize : (i+1)*bufSize]
