@@ -429,9 +429,10 @@ func (c *Conn) sendDREPLocked(privateData []byte) {
 
 // Destroy ends the Conn whatever its state, telling the peer as the CM
 // does: a pending REQ or REP is rejected, an established connection gets a
-// DREQ, a received DREQ its DREP. A Conn in time wait stays (without
-// handler) until the period ends, to answer duplicates. No more events are
-// delivered.
+// DREQ, a received DREQ its DREP. A disconnecting Conn stays in the tables
+// (without handler) until its DREQ is answered or out of retries and time
+// wait has ended, so the peer learns of the disconnect and duplicates are
+// answered. No more events are delivered.
 func (c *Conn) Destroy() {
 	m := c.m
 	m.mu.Lock()
@@ -450,16 +451,16 @@ func (c *Conn) Destroy() {
 	case StateREPSent, StateMRAREPRcvd, StateREPRcvd:
 		c.sendREJLocked(mad.MsgREP, mad.RejectConsumer, nil, nil)
 	case StateEstablished:
+		// Disconnect in the background: the DREQ is retransmitted until
+		// answered or out of retries, then time wait runs its course.
 		f := mad.DREQFields{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
 		c.tid = m.nextTIDLocked()
-		var b [mad.Size]byte
-		mad.EncodeCM(b[:], c.tid, &f)
-		m.sendLocked(c.path, b[:])
-		c.enterTimeWaitLocked()
+		mad.EncodeCM(c.msg[:], c.tid, &f)
+		c.state = StateDREQSent
+		c.startRequestLocked(timeoutOf(c.peerRespT))
 		return
 	case StateDREQSent:
-		c.enterTimeWaitLocked()
-		return
+		return // the DREQ keeps being retransmitted
 	case StateDREQRcvd:
 		c.sendDREPLocked(nil)
 		c.enterTimeWaitLocked()

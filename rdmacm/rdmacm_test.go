@@ -430,3 +430,74 @@ func TestUD(t *testing.T) {
 	req.ID.Destroy()
 	lid.Destroy()
 }
+
+// Many connections over a network that loses and duplicates packets: every
+// one is established, carries data and is torn down.
+func TestLossyConnections(t *testing.T) {
+	h := newHostsOpts(t, loop.Faults{Loss: 0.1, Duplicate: 0.1, Reorder: 0.1}, cm.Options{ResponseTimeout: 14})
+	ctx := ctxT(t)
+	l, err := Listen(ctx, netip.AddrPortFrom(ipB, 7471), &ConnOptions{CM: h.b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 20; i++ {
+		c, err := Dial(ctx, netip.AddrPortFrom(ipB, 7471), &ConnOptions{CM: h.a})
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		s, err := l.Accept(ctx)
+		if err != nil {
+			t.Fatalf("accept %d: %v", i, err)
+		}
+		exchange(t, c, s, []byte("lossy"))
+		c.Close()
+		select {
+		case <-s.Disconnected():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("connection %d: server did not see the disconnect", i)
+		}
+		s.Close()
+	}
+	st := h.a.Managers()[0].Stats()
+	t.Logf("client CM: %d sent, %d retransmitted, %d duplicates", st.Sent.Load(), st.Retransmits.Load(), st.Duplicates.Load())
+	if st.Retransmits.Load() == 0 {
+		t.Fatal("a lossy network caused no retransmission")
+	}
+}
+
+func TestBacklog(t *testing.T) {
+	h := newHosts(t, loop.Faults{}, nil)
+	ctx := ctxT(t)
+	sch := NewEventChannel()
+	lid, _ := h.b.CreateID(sch, PortSpaceTCP, nil)
+	lid.BindAddr(netip.AddrPortFrom(ipB, 3000))
+	if err := lid.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+	connect := func() *EventChannel {
+		ch := NewEventChannel()
+		id, _ := h.a.CreateID(ch, PortSpaceTCP, nil)
+		id.ResolveAddr(ctx, netip.Addr{}, netip.AddrPortFrom(ipB, 3000))
+		want(t, ch, EventAddrResolved)
+		id.ResolveRoute(ctx)
+		want(t, ch, EventRouteResolved)
+		if err := id.Connect(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { id.Destroy() })
+		return ch
+	}
+	connect()
+	req := want(t, sch, EventConnectRequest)
+	// The backlog of one is full until the first request is answered.
+	second := connect()
+	if ev := want(t, second, EventRejected); ev.Status != int(mad.RejectConsumer) {
+		t.Fatalf("status %d", ev.Status)
+	}
+	req.ID.Reject(nil)
+	third := connect()
+	want(t, sch, EventConnectRequest)
+	_ = third
+	lid.Destroy()
+}
