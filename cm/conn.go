@@ -38,6 +38,7 @@ var stateNames = [...]string{"IDLE", "REQ_SENT", "REQ_RCVD", "MRA_REQ_RCVD", "MR
 	"REP_SENT", "MRA_REP_RCVD", "REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT",
 	"SIDR_REQ_SENT", "SIDR_REQ_RCVD", "CLOSED"}
 
+// String returns the IBTA name of the state, such as "REQ_SENT".
 func (s State) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
 		return stateNames[s]
@@ -79,6 +80,7 @@ var eventNames = map[EventType]string{EventREQ: "REQ", EventREP: "REP", EventEst
 	EventREJ: "REJ", EventDREQ: "DREQ", EventDREP: "DREP", EventTimeWaitExit: "TIMEWAIT_EXIT",
 	EventTimeout: "TIMEOUT", EventSIDRReq: "SIDR_REQ", EventSIDRRep: "SIDR_REP"}
 
+// String returns the event's name, such as "REP".
 func (e EventType) String() string {
 	if s, ok := eventNames[e]; ok {
 		return s

@@ -110,6 +110,7 @@ func (e *Event) PrivateData() []byte {
 	return e.Conn.PrivateData
 }
 
+// String describes the event: its type and status.
 func (e *Event) String() string {
 	return fmt.Sprintf("%v status %d", e.Type, e.Status)
 }
@@ -121,6 +122,7 @@ type ErrEvent struct {
 	Want  EventType
 }
 
+// Error describes the unexpected event.
 func (e *ErrEvent) Error() string {
 	return fmt.Sprintf("rdmacm: %v (status %d), want %v", e.Event.Type, e.Event.Status, e.Want)
 }
@@ -140,16 +142,26 @@ func (e *ErrEvent) Is(target error) bool {
 	return false
 }
 
-// Sentinels of the package.
+// Sentinels of the package; errors wrap them (test with errors.Is).
 var (
-	ErrInvalid      = errors.New("rdmacm: invalid argument")
-	ErrState        = errors.New("rdmacm: invalid state")
-	ErrClosed       = errors.New("rdmacm: closed")
-	ErrAddrInUse    = errors.New("rdmacm: address in use")
-	ErrNoDevice     = errors.New("rdmacm: no device for address")
-	ErrRejected     = errors.New("rdmacm: connection rejected")
-	ErrUnreachable  = errors.New("rdmacm: peer unreachable")
-	ErrConnect      = errors.New("rdmacm: connection error")
+	// ErrInvalid: an argument is out of range (EINVAL).
+	ErrInvalid = errors.New("rdmacm: invalid argument")
+	// ErrState: the ID is not in a state that allows the call.
+	ErrState = errors.New("rdmacm: invalid state")
+	// ErrClosed: the CM, ID, channel or listener is closed.
+	ErrClosed = errors.New("rdmacm: closed")
+	// ErrAddrInUse: the port (or service ID) is taken (EADDRINUSE).
+	ErrAddrInUse = errors.New("rdmacm: address in use")
+	// ErrNoDevice: no device owns the address (EADDRNOTAVAIL).
+	ErrNoDevice = errors.New("rdmacm: no device for address")
+	// ErrRejected: the peer rejected the connection (EventRejected).
+	ErrRejected = errors.New("rdmacm: connection rejected")
+	// ErrUnreachable: the peer did not answer (EventUnreachable).
+	ErrUnreachable = errors.New("rdmacm: peer unreachable")
+	// ErrConnect: resolving or connecting failed (EventConnectError,
+	// EventAddrError, EventRouteError).
+	ErrConnect = errors.New("rdmacm: connection error")
+	// ErrDisconnected: the connection went away during the call.
 	ErrDisconnected = errors.New("rdmacm: disconnected")
 )
 
