@@ -23,6 +23,8 @@ func Example() {
 		return cm
 	}
 	server, client := open("192.0.2.2"), open("192.0.2.1")
+	defer server.Devices()[0].Close()
+	defer client.Devices()[0].Close()
 	defer server.Close()
 	defer client.Close()
 
