@@ -205,6 +205,8 @@ func TestConnectLoad(t *testing.T) {
 		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), workers)
 
 	settle()
+	t.Logf("all DREQ/DREP exchanges and time waits (%v each) over %v after the first Dial",
+		time.Duration(4096<<ackTimeout)*time.Nanosecond, time.Since(start).Round(time.Millisecond))
 	if x, y := ca.Managers()[0].NumConns(), cb.Managers()[0].NumConns(); x != 0 || y != 0 {
 		t.Fatalf("CM state left: %d / %d exchanges", x, y)
 	}
@@ -232,4 +234,32 @@ func TestConnectLoad(t *testing.T) {
 	if growth > 16<<20 {
 		t.Fatalf("heap grew by %d MiB over %d connections", growth>>20, n)
 	}
+}
+
+// BenchmarkConnect measures one connection at a time over UDP loopback:
+// Dial, Accept and Close of both ends (the DREQ/DREP exchange finishes in
+// the background).
+func BenchmarkConnect(b *testing.B) {
+	a, bb := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	ca, cb := udpHosts(b, a, bb)
+	ctx := context.Background()
+	l, err := Listen(ctx, netip.AddrPortFrom(bb, 7174), &ConnOptions{CM: cb, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := Dial(ctx, netip.AddrPortFrom(bb, 7174), &ConnOptions{CM: ca, Source: a, Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := l.Accept(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+		s.Close()
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "conns/s")
 }
