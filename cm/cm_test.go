@@ -512,3 +512,32 @@ func TestStateErrors(t *testing.T) {
 		t.Fatalf("REQ after destroy: %v", err)
 	}
 }
+
+func TestSIDRLostRequestAndTimeout(t *testing.T) {
+	f, dropped := dropFirst(mad.AttrSIDRReq, 1)
+	e := newEnv(t, loop.Faults{Filter: f})
+	sid := mad.ServiceID(mad.PortSpaceUDP, 7174)
+	l, _ := e.b.Listen(sid, func(c *Conn, ev *Event) {
+		if ev.Type == EventSIDRReq {
+			c.SendSIDRRep(&SIDRRepParams{Status: mad.SIDRSuccess, QPN: 5, QKey: mad.RDMAUDPQKey, ServiceID: sid})
+		}
+	})
+	defer l.Close()
+	ra := newRecorder()
+	ca, _ := e.a.NewConn(ra.handle)
+	ca.SendSIDRReq(sid, pathTo(addrB), nil)
+	ra.none(t)
+	e.clk.Advance(timeoutOf(DefaultResponseTimeout))
+	if x := ra.want(t, EventSIDRRep); x.ev.SIDRRep.QPN != 5 || dropped.Load() != 1 {
+		t.Fatalf("SIDR_REP %+v after %d drops", x.ev.SIDRRep, dropped.Load())
+	}
+	// Nobody there: the SIDR_REQ times out.
+	c2, _ := e.a.NewConn(ra.handle)
+	c2.SendSIDRReq(sid, pathTo(netip.MustParseAddr("10.0.0.77")), nil)
+	for i := 0; i <= DefaultMaxRetries; i++ {
+		e.clk.Advance(timeoutOf(DefaultResponseTimeout))
+	}
+	if x := ra.want(t, EventTimeout); x.ev.Msg != mad.MsgOther {
+		t.Fatalf("timeout %+v", x.ev)
+	}
+}
