@@ -121,7 +121,11 @@ type QP struct {
 }
 
 // CreateQP creates a queue pair in the RESET state.
-func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
+func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) { return pd.createQP(init, 0) }
+
+// createQP creates a QP with the next free QPN, or with QPN fixed if it is
+// not zero (the GSI QP).
+func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 	d := pd.dev
 	switch init.Type {
 	case RC, UC, UD:
@@ -198,7 +202,14 @@ func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) {
 		}
 		return nil, errf(ErrLimit, "%d QPs", MaxQP)
 	}
-	for {
+	if fixed != 0 {
+		if _, used := d.qps[fixed]; used {
+			qp.releaseRefs()
+			return nil, errf(ErrBusy, "QP %d exists", fixed)
+		}
+		qp.qpn = fixed
+	}
+	for qp.qpn == 0 {
 		n := wire.QPN(d.nextQPN)
 		d.nextQPN++
 		if d.nextQPN > wire.Mask24 {

@@ -21,6 +21,9 @@ var commands = map[string]struct {
 	"pingpong": {runPingpong, "ibv_rc/uc/ud/srq_pingpong: ping-pong with the rdma-core tools' TCP exchange (--type rc|uc|ud|srq)"},
 	"devinfo":  {runDevinfo, "ibv_devinfo: device and port attributes; -v adds all attributes and the GID table"},
 	"dump":     {runDump, "print the RoCEv2 packets of a pcap file with softrdma's decoder"},
+	"ping":     {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
+	"cmatose":  {runCmatose, "ucmatose: RC connections over rdma_cm exchanging SENDs (-s addr: client)"},
+	"udaddy":   {runUdaddy, "udaddy: UD QPs resolved with SIDR exchanging datagrams (-s addr: client)"},
 }
 
 func usage(w io.Writer) {

@@ -1,0 +1,833 @@
+// Conn: one CM exchange and its state machine (IBTA 12.9), the handling of
+// each received message, retransmission and time wait.
+
+package cm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/softrdma/softrdma/internal/clock"
+	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire/mad"
+)
+
+// State is a Conn's state in the CM state machine.
+type State int
+
+// Conn states (IBTA 12.9.6 names).
+const (
+	StateIdle State = iota
+	StateREQSent
+	StateREQRcvd
+	StateMRAREQRcvd // active: our REQ was MRAed
+	StateMRAREQSent // passive: we MRAed the REQ
+	StateREPSent
+	StateMRAREPRcvd
+	StateREPRcvd
+	StateEstablished
+	StateDREQSent
+	StateDREQRcvd
+	StateTimeWait
+	StateSIDRReqSent
+	StateSIDRReqRcvd
+	stateClosed
+)
+
+var stateNames = [...]string{"IDLE", "REQ_SENT", "REQ_RCVD", "MRA_REQ_RCVD", "MRA_REQ_SENT",
+	"REP_SENT", "MRA_REP_RCVD", "REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT",
+	"SIDR_REQ_SENT", "SIDR_REQ_RCVD", "CLOSED"}
+
+// String returns the IBTA name of the state, such as "REQ_SENT".
+func (s State) String() string {
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// EventType is what happened to a Conn.
+type EventType int
+
+// Event types.
+const (
+	// EventREQ: a new passive Conn received a REQ (Event.REQ).
+	EventREQ EventType = iota + 1
+	// EventREP: the peer accepted our REQ (Event.REP); answer with SendRTU
+	// or SendREJ.
+	EventREP
+	// EventEstablished: the RTU arrived; the connection is up.
+	EventEstablished
+	// EventREJ: the peer rejected (Event.Reason, Event.ARI).
+	EventREJ
+	// EventDREQ: the peer disconnects; answer with SendDREP.
+	EventDREQ
+	// EventDREP: our DREQ was answered (or, with Event.Err, timed out).
+	EventDREP
+	// EventTimeWaitExit: time wait is over; the Conn is gone.
+	EventTimeWaitExit
+	// EventTimeout: a REQ, REP or SIDR_REQ was not answered after all
+	// retries (Event.Msg says which; Event.Err wraps ErrTimeout).
+	EventTimeout
+	// EventSIDRReq: a new passive Conn received a SIDR_REQ (Event.SIDRReq);
+	// answer with SendSIDRRep.
+	EventSIDRReq
+	// EventSIDRRep: the answer to our SIDR_REQ (Event.SIDRRep).
+	EventSIDRRep
+)
+
+var eventNames = map[EventType]string{EventREQ: "REQ", EventREP: "REP", EventEstablished: "ESTABLISHED",
+	EventREJ: "REJ", EventDREQ: "DREQ", EventDREP: "DREP", EventTimeWaitExit: "TIMEWAIT_EXIT",
+	EventTimeout: "TIMEOUT", EventSIDRReq: "SIDR_REQ", EventSIDRRep: "SIDR_REP"}
+
+// String returns the event's name, such as "REP".
+func (e EventType) String() string {
+	if s, ok := eventNames[e]; ok {
+		return s
+	}
+	return fmt.Sprintf("EventType(%d)", int(e))
+}
+
+// Event is delivered to a Conn's Handler.
+type Event struct {
+	Type EventType
+	// From is the path the message came on (EventREQ, EventSIDRReq).
+	From Path
+	// The received message, for the event types that carry one.
+	REQ     *mad.REQFields
+	REP     *mad.REPFields
+	SIDRReq *mad.SIDRReqFields
+	SIDRRep *mad.SIDRRepFields
+	// EventREJ: why, and the additional reject information.
+	Reason mad.RejectReason
+	ARI    []byte
+	// Msg is the message a timeout or REJ concerns.
+	Msg mad.MsgKind
+	// PrivateData is the private data of the message that caused the event.
+	PrivateData []byte
+	// Err is set for EventTimeout and a timed-out EventDREP.
+	Err error
+}
+
+// Handler receives a Conn's events.
+type Handler func(c *Conn, ev *Event)
+
+// Path says where a peer's GSI QP is: our source GID index and its GID, and
+// the GRH fields to use.
+type Path struct {
+	SGIDIndex    int
+	DGID         verbs.GID
+	FlowLabel    uint32
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// Conn is one CM exchange: a connection (REQ ... DREP) or a service ID
+// resolution (SIDR).
+type Conn struct {
+	m *Manager
+	// Context is free for the application's use.
+	Context any
+
+	// guarded by m.mu
+	handler   Handler
+	state     State
+	passive   bool
+	localID   uint32
+	remoteID  uint32
+	tid       uint64
+	path      Path
+	remoteQPN uint32
+	ackTO     uint8 // local ACK timeout of the connection, for time wait
+	peerRespT uint8 // the peer's CM response timeout exponent
+	retries   int
+	maxRetry  int
+	wait      time.Duration
+	timer     clock.Timer
+	gen       uint64
+	msg       [mad.Size]byte // the last request or reply, for retransmission
+	reply     [mad.Size]byte // passive SIDR: the reply, for duplicates
+	hasReply  bool
+	rkey      remKey
+	inRemote  bool
+	destroyed bool
+}
+
+// NewConn creates an idle active Conn whose events go to h.
+func (m *Manager) NewConn(h Handler) (*Conn, error) {
+	if h == nil {
+		return nil, errf(ErrInvalid, "nil handler")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errf(ErrClosed, "manager")
+	}
+	c := &Conn{m: m, handler: h, localID: m.newLocalIDLocked(), maxRetry: int(m.opts.MaxRetries)}
+	m.conns[c.localID] = c
+	return c, nil
+}
+
+// SetHandler replaces the Conn's handler (a passive Conn starts with its
+// listener's).
+func (c *Conn) SetHandler(h Handler) {
+	c.m.mu.Lock()
+	c.handler = h
+	c.m.mu.Unlock()
+}
+
+// State returns the Conn's state.
+func (c *Conn) State() State {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.state
+}
+
+// LocalID returns the local communication ID.
+func (c *Conn) LocalID() uint32 { return c.localID }
+
+// RemoteID returns the peer's communication ID (0 until known).
+func (c *Conn) RemoteID() uint32 {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.remoteID
+}
+
+// Path returns the path to the peer's GSI QP.
+func (c *Conn) Path() Path {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.path
+}
+
+// Manager returns the Conn's Manager.
+func (c *Conn) Manager() *Manager { return c.m }
+
+// REQParams are the contents of a REQ.
+type REQParams struct {
+	ServiceID uint64
+	Path      Path
+	// QPType is verbs.RC or verbs.UC.
+	QPType verbs.QPType
+	QPN    uint32
+	// StartingPSN is, as Linux uses it, the PSN the active QP expects to
+	// receive first; the passive QP sends from it.
+	StartingPSN        uint32
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	RetryCount         uint8 // 0..7
+	RNRRetryCount      uint8 // 0..7
+	PathMTU            verbs.MTU
+	LocalACKTimeout    uint8 // 0..31
+	SRQ                bool
+	PrivateData        []byte // at most mad.REQPrivateDataSize bytes
+}
+
+// SendREQ starts an active connection: it sends a REQ and waits for the
+// answer (EventREP, EventREJ or EventTimeout).
+func (c *Conn) SendREQ(p *REQParams) error {
+	if len(p.PrivateData) > mad.REQPrivateDataSize {
+		return errf(ErrInvalid, "%d bytes of REQ private data (at most %d)", len(p.PrivateData), mad.REQPrivateDataSize)
+	}
+	if p.QPType != verbs.RC && p.QPType != verbs.UC {
+		return errf(ErrInvalid, "QP type %v", p.QPType)
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := c.checkLocked(StateIdle); err != nil {
+		return err
+	}
+	src, err := m.dev.QueryGID(1, p.Path.SGIDIndex)
+	if err != nil {
+		return errf(ErrInvalid, "source GID: %v", err)
+	}
+	hop := p.Path.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	f := mad.REQFields{
+		LocalCommID: c.localID, ServiceID: p.ServiceID, LocalCAGUID: m.guid,
+		LocalQPN: p.QPN, ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		RemoteCMResponseTimeout: m.opts.ResponseTimeout, StartingPSN: p.StartingPSN,
+		LocalCMResponseTimeout: m.opts.ResponseTimeout, RetryCount: p.RetryCount,
+		PKey: 0xFFFF, PathMTU: uint8(p.PathMTU), RNRRetryCount: p.RNRRetryCount,
+		MaxCMRetries: m.opts.MaxRetries, SRQ: p.SRQ,
+		PrimaryPath: mad.REQPathFields{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: src, RemoteGID: p.Path.DGID,
+			FlowLabel: p.Path.FlowLabel, TrafficClass: p.Path.TrafficClass, HopLimit: hop,
+			LocalACKTimeout: p.LocalACKTimeout},
+	}
+	if p.QPType == verbs.UC {
+		f.TransportServiceType = mad.TransportUC
+	}
+	copy(f.PrivateData[:], p.PrivateData)
+	c.path, c.ackTO, c.peerRespT = p.Path, p.LocalACKTimeout, m.opts.ResponseTimeout
+	c.tid = m.nextTIDLocked()
+	c.state = StateREQSent
+	mad.EncodeCM(c.msg[:], c.tid, &f)
+	c.startRequestLocked(timeoutOf(m.opts.ResponseTimeout))
+	return nil
+}
+
+// REPParams are the contents of a REP.
+type REPParams struct {
+	QPN uint32
+	// StartingPSN is the PSN the passive QP expects to receive first; the
+	// active QP sends from it.
+	StartingPSN        uint32
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	RNRRetryCount      uint8
+	SRQ                bool
+	PrivateData        []byte // at most mad.REPPrivateDataSize bytes
+}
+
+// SendREP accepts a REQ: it sends a REP and waits for the RTU
+// (EventEstablished, EventREJ or EventTimeout).
+func (c *Conn) SendREP(p *REPParams) error {
+	if len(p.PrivateData) > mad.REPPrivateDataSize {
+		return errf(ErrInvalid, "%d bytes of REP private data (at most %d)", len(p.PrivateData), mad.REPPrivateDataSize)
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := c.checkLocked(StateREQRcvd, StateMRAREQSent); err != nil {
+		return err
+	}
+	f := mad.REPFields{LocalCommID: c.localID, RemoteCommID: c.remoteID, LocalQPN: p.QPN,
+		StartingPSN: p.StartingPSN, VendorID: 0, ResponderResources: p.ResponderResources,
+		InitiatorDepth: p.InitiatorDepth, TargetACKDelay: m.dev.QueryDevice().LocalCAAckDelay,
+		RNRRetryCount: p.RNRRetryCount, SRQ: p.SRQ, LocalCAGUID: m.guid}
+	copy(f.PrivateData[:], p.PrivateData)
+	c.state = StateREPSent
+	mad.EncodeCM(c.msg[:], c.tid, &f)
+	c.startRequestLocked(timeoutOf(c.peerRespT))
+	return nil
+}
+
+// SendRTU completes an active connection after EventREP.
+func (c *Conn) SendRTU(privateData []byte) error {
+	if len(privateData) > mad.RTUPrivateDataSize {
+		return errf(ErrInvalid, "%d bytes of RTU private data", len(privateData))
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := c.checkLocked(StateREPRcvd); err != nil {
+		return err
+	}
+	f := mad.RTUFields{LocalCommID: c.localID, RemoteCommID: c.remoteID}
+	copy(f.PrivateData[:], privateData)
+	mad.EncodeCM(c.msg[:], c.tid, &f)
+	c.state = StateEstablished
+	m.sendLocked(c.path, c.msg[:])
+	return nil
+}
+
+// SendMRA tells the peer its REQ arrived and an answer will take up to
+// 4.096 µs * 2^serviceTimeout.
+func (c *Conn) SendMRA(serviceTimeout uint8, privateData []byte) error {
+	if len(privateData) > mad.MRAPrivateDataSize {
+		return errf(ErrInvalid, "%d bytes of MRA private data", len(privateData))
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := c.checkLocked(StateREQRcvd, StateMRAREQSent); err != nil {
+		return err
+	}
+	c.sendMRALocked(serviceTimeout, privateData)
+	return nil
+}
+
+func (c *Conn) sendMRALocked(serviceTimeout uint8, privateData []byte) {
+	f := mad.MRAFields{LocalCommID: c.localID, RemoteCommID: c.remoteID, MessageMRAed: mad.MsgREQ,
+		ServiceTimeout: serviceTimeout}
+	copy(f.PrivateData[:], privateData)
+	mad.EncodeCM(c.msg[:], c.tid, &f)
+	c.state = StateMRAREQSent
+	c.m.sendLocked(c.path, c.msg[:])
+}
+
+// SendREJ refuses a REQ (passive) or a REP (active) and ends the Conn.
+func (c *Conn) SendREJ(reason mad.RejectReason, ari, privateData []byte) error {
+	if len(privateData) > mad.REJPrivateDataSize || len(ari) > mad.REJARISize {
+		return errf(ErrInvalid, "REJ private data %d or ARI %d bytes too long", len(privateData), len(ari))
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := c.checkLocked(StateREQRcvd, StateMRAREQSent, StateREPRcvd); err != nil {
+		return err
+	}
+	kind := mad.MsgREQ
+	if c.state == StateREPRcvd {
+		kind = mad.MsgREP
+	}
+	c.sendREJLocked(kind, reason, ari, privateData)
+	c.removeLocked()
+	return nil
+}
+
+func (c *Conn) sendREJLocked(kind mad.MsgKind, reason mad.RejectReason, ari, privateData []byte) {
+	f := mad.REJFields{LocalCommID: c.localID, RemoteCommID: c.remoteID, MessageRejected: kind,
+		RejectInfoLength: uint8(len(ari)), Reason: reason}
+	copy(f.ARI[:], ari)
+	copy(f.PrivateData[:], privateData)
+	var b [mad.Size]byte
+	mad.EncodeCM(b[:], c.tid, &f)
+	c.m.sendLocked(c.path, b[:])
+}
+
+// SendDREQ starts disconnecting an established connection; EventDREP
+// follows (after the DREP or, with Event.Err, after the retries).
+func (c *Conn) SendDREQ(privateData []byte) error {
+	if len(privateData) > mad.DREQPrivateDataSize {
+		return errf(ErrInvalid, "%d bytes of DREQ private data", len(privateData))
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// A passive side whose RTU was lost but whose QP already carries
+	// traffic may disconnect from REP_SENT.
+	if err := c.checkLocked(StateEstablished, StateREPSent, StateMRAREPRcvd); err != nil {
+		return err
+	}
+	c.stopTimerLocked()
+	f := mad.DREQFields{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
+	copy(f.PrivateData[:], privateData)
+	c.tid = m.nextTIDLocked()
+	mad.EncodeCM(c.msg[:], c.tid, &f)
+	c.state = StateDREQSent
+	c.startRequestLocked(timeoutOf(c.peerRespT))
+	return nil
+}
+
+// SendDREP answers a DREQ (after EventDREQ) and enters time wait.
+func (c *Conn) SendDREP(privateData []byte) error {
+	if len(privateData) > mad.DREPPrivateDataSize {
+		return errf(ErrInvalid, "%d bytes of DREP private data", len(privateData))
+	}
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.state == StateTimeWait {
+		return nil // a DREQ crossed ours: the DREP went out already
+	}
+	if err := c.checkLocked(StateDREQRcvd); err != nil {
+		return err
+	}
+	c.sendDREPLocked(privateData)
+	c.enterTimeWaitLocked()
+	return nil
+}
+
+func (c *Conn) sendDREPLocked(privateData []byte) {
+	f := mad.DREPFields{LocalCommID: c.localID, RemoteCommID: c.remoteID}
+	copy(f.PrivateData[:], privateData)
+	mad.EncodeCM(c.msg[:], c.tid, &f)
+	c.m.sendLocked(c.path, c.msg[:])
+}
+
+// Destroy ends the Conn whatever its state, telling the peer as the CM
+// does: a pending REQ or REP is rejected, an established connection gets a
+// DREQ, a received DREQ its DREP. A disconnecting Conn stays in the tables
+// (without handler) until its DREQ is answered or out of retries and time
+// wait has ended, so the peer learns of the disconnect and duplicates are
+// answered. No more events are delivered.
+func (c *Conn) Destroy() {
+	m := c.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.destroyed || c.state == stateClosed {
+		c.destroyed = true
+		return
+	}
+	c.destroyed = true
+	c.handler = nil
+	switch c.state {
+	case StateREQSent, StateMRAREQRcvd:
+		c.sendREJLocked(mad.MsgREQ, mad.RejectTimeout, nil, nil)
+	case StateREQRcvd, StateMRAREQSent:
+		c.sendREJLocked(mad.MsgREQ, mad.RejectConsumer, nil, nil)
+	case StateREPSent, StateMRAREPRcvd, StateREPRcvd:
+		c.sendREJLocked(mad.MsgREP, mad.RejectConsumer, nil, nil)
+	case StateEstablished:
+		// Disconnect in the background: the DREQ is retransmitted until
+		// answered or out of retries, then time wait runs its course.
+		f := mad.DREQFields{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
+		c.tid = m.nextTIDLocked()
+		mad.EncodeCM(c.msg[:], c.tid, &f)
+		c.state = StateDREQSent
+		c.startRequestLocked(timeoutOf(c.peerRespT))
+		return
+	case StateDREQSent:
+		return // the DREQ keeps being retransmitted
+	case StateDREQRcvd:
+		c.sendDREPLocked(nil)
+		c.enterTimeWaitLocked()
+		return
+	case StateTimeWait:
+		return
+	case StateSIDRReqRcvd:
+		if !c.hasReply {
+			c.sendSIDRRepLocked(&SIDRRepParams{Status: mad.SIDRReject})
+		}
+		// keep the record briefly for duplicates
+		return
+	}
+	c.removeLocked()
+}
+
+func (c *Conn) checkLocked(ok ...State) error {
+	if c.m.closed || c.state == stateClosed || c.destroyed {
+		return errf(ErrClosed, "conn")
+	}
+	for _, s := range ok {
+		if c.state == s {
+			return nil
+		}
+	}
+	return errf(ErrState, "conn in state %v", c.state)
+}
+
+func (m *Manager) sendLocked(p Path, b []byte) {
+	// Sending takes sendMu, never mu: safe under mu.
+	m.send(p, b)
+}
+
+// startRequestLocked sends c.msg and arms the retransmission timer.
+func (c *Conn) startRequestLocked(wait time.Duration) {
+	c.retries = 0
+	c.wait = wait
+	c.m.sendLocked(c.path, c.msg[:])
+	c.armLocked(wait)
+}
+
+func (c *Conn) armLocked(d time.Duration) {
+	c.stopTimerLocked()
+	c.gen++
+	gen := c.gen
+	m := c.m
+	m.wg.Add(1)
+	c.timer = m.clk.AfterFunc(d, func() {
+		defer m.wg.Done()
+		m.onTimer(c, gen)
+	})
+}
+
+func (c *Conn) stopTimerLocked() {
+	if c.timer != nil {
+		if c.timer.Stop() {
+			c.m.wg.Done()
+		}
+		c.timer = nil
+	}
+	c.gen++
+}
+
+func (c *Conn) removeLocked() {
+	c.stopTimerLocked()
+	c.state = stateClosed
+	m := c.m
+	if m.conns[c.localID] == c {
+		delete(m.conns, c.localID)
+	}
+	if c.inRemote && m.remote[c.rkey] == c {
+		delete(m.remote, c.rkey)
+	}
+}
+
+func (c *Conn) enterTimeWaitLocked() {
+	c.stopTimerLocked()
+	c.state = StateTimeWait
+	d := c.m.opts.TimeWait
+	if d == 0 {
+		d = timeoutOf(c.ackTO)
+	}
+	c.armLocked(d)
+}
+
+// deliveries collects events to hand out once the lock is released.
+type deliveries []delivery
+
+type delivery struct {
+	h  Handler
+	c  *Conn
+	ev *Event
+}
+
+func (ds *deliveries) add(c *Conn, h Handler, ev *Event) {
+	if h == nil {
+		h = c.handler
+	}
+	if h == nil || c.destroyed {
+		return
+	}
+	*ds = append(*ds, delivery{h, c, ev})
+}
+
+func (ds deliveries) run() {
+	for _, d := range ds {
+		d.h(d.c, d.ev)
+	}
+}
+
+func (m *Manager) onTimer(c *Conn, gen uint64) {
+	var ds deliveries
+	m.mu.Lock()
+	if c.gen != gen || m.closed {
+		m.mu.Unlock()
+		return
+	}
+	c.timer = nil
+	switch c.state {
+	case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateDREQSent, StateSIDRReqSent:
+		if c.retries < c.maxRetry {
+			c.retries++
+			m.stats.Retransmits.Add(1)
+			m.sendLocked(c.path, c.msg[:])
+			c.armLocked(c.wait)
+			break
+		}
+		ev := &Event{Type: EventTimeout, Err: errf(ErrTimeout, "no answer to %v after %d retries", c.state, c.retries)}
+		switch c.state {
+		case StateREQSent, StateMRAREQRcvd:
+			ev.Msg = mad.MsgREQ
+			c.sendREJLocked(mad.MsgREQ, mad.RejectTimeout, nil, nil)
+			ds.add(c, nil, ev)
+			c.removeLocked()
+		case StateREPSent, StateMRAREPRcvd:
+			ev.Msg = mad.MsgREP
+			c.sendREJLocked(mad.MsgREP, mad.RejectTimeout, nil, nil)
+			ds.add(c, nil, ev)
+			c.removeLocked()
+		case StateSIDRReqSent:
+			ev.Msg = mad.MsgOther
+			ds.add(c, nil, ev)
+			c.removeLocked()
+		case StateDREQSent:
+			ds.add(c, nil, &Event{Type: EventDREP, Err: ev.Err})
+			c.enterTimeWaitLocked()
+		}
+	case StateTimeWait:
+		ds.add(c, nil, &Event{Type: EventTimeWaitExit})
+		c.removeLocked()
+	case StateSIDRReqRcvd:
+		c.removeLocked() // passive SIDR record kept for duplicates
+	}
+	m.mu.Unlock()
+	ds.run()
+}
+
+// dispatch handles one received CM MAD from peer from.
+func (m *Manager) dispatch(from Path, msg mad.MAD) {
+	cmMsg := msg.CM()
+	if cmMsg == nil {
+		m.stats.Malformed.Add(1)
+		return
+	}
+	var ds deliveries
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	tid := msg.TransactionID()
+	switch x := cmMsg.(type) {
+	case mad.REQ:
+		m.onREQLocked(&ds, from, tid, x)
+	case mad.MRA:
+		m.onMRALocked(x)
+	case mad.REJ:
+		m.onREJLocked(&ds, x)
+	case mad.REP:
+		m.onREPLocked(&ds, from, tid, x)
+	case mad.RTU:
+		m.onRTULocked(&ds, x)
+	case mad.DREQ:
+		m.onDREQLocked(&ds, from, tid, x)
+	case mad.DREP:
+		m.onDREPLocked(&ds, x)
+	case mad.SIDRReq:
+		m.onSIDRReqLocked(&ds, from, tid, x)
+	case mad.SIDRRep:
+		m.onSIDRRepLocked(&ds, x)
+	default:
+		m.stats.Dropped.Add(1)
+	}
+	m.mu.Unlock()
+	ds.run()
+}
+
+func (m *Manager) dup() { m.stats.Duplicates.Add(1) }
+
+// rejectUnknown answers a message that matches no Conn with a REJ.
+func (m *Manager) rejectUnknownLocked(to Path, tid uint64, remoteID uint32, kind mad.MsgKind, reason mad.RejectReason) {
+	f := mad.REJFields{RemoteCommID: remoteID, MessageRejected: kind, Reason: reason}
+	var b [mad.Size]byte
+	mad.EncodeCM(b[:], tid, &f)
+	m.sendLocked(to, b[:])
+}
+
+func (m *Manager) onREQLocked(ds *deliveries, from Path, tid uint64, r mad.REQ) {
+	key := remKey{gid: from.DGID, id: r.LocalCommID()}
+	if c := m.remote[key]; c != nil {
+		m.dup()
+		switch c.state {
+		case StateREQRcvd:
+			c.sendMRALocked(m.opts.ResponseTimeout, nil)
+		case StateMRAREQSent, StateREPSent:
+			m.sendLocked(c.path, c.msg[:])
+		case StateTimeWait:
+			c.sendREJLocked(mad.MsgREQ, mad.RejectStaleConnection, nil, nil)
+		}
+		return
+	}
+	l := m.listeners[r.ServiceID()]
+	if l == nil {
+		m.rejectUnknownLocked(from, tid, r.LocalCommID(), mad.MsgREQ, mad.RejectInvalidServiceID)
+		return
+	}
+	if t := r.TransportServiceType(); t != mad.TransportRC && t != mad.TransportUC {
+		m.rejectUnknownLocked(from, tid, r.LocalCommID(), mad.MsgREQ, mad.RejectInvalidTransportType)
+		return
+	}
+	f := r.Fields()
+	c := &Conn{m: m, handler: l.handler, passive: true, localID: m.newLocalIDLocked(),
+		remoteID: f.LocalCommID, tid: tid, path: from, remoteQPN: f.LocalQPN,
+		ackTO: f.PrimaryPath.LocalACKTimeout, peerRespT: f.RemoteCMResponseTimeout,
+		maxRetry: int(min(f.MaxCMRetries, m.opts.MaxRetries)), state: StateREQRcvd, rkey: key, inRemote: true}
+	c.path.FlowLabel, c.path.TrafficClass = f.PrimaryPath.FlowLabel, f.PrimaryPath.TrafficClass
+	if f.PrimaryPath.HopLimit != 0 {
+		c.path.HopLimit = f.PrimaryPath.HopLimit
+	}
+	m.conns[c.localID] = c
+	m.remote[key] = c
+	ds.add(c, nil, &Event{Type: EventREQ, From: c.path, REQ: &f, PrivateData: f.PrivateData[:]})
+}
+
+func (m *Manager) onMRALocked(r mad.MRA) {
+	c := m.conns[r.RemoteCommID()]
+	if c == nil {
+		m.stats.Dropped.Add(1)
+		return
+	}
+	wait := timeoutOf(r.ServiceTimeout()) + timeoutOf(c.peerRespT)
+	switch {
+	case r.MessageMRAed() == mad.MsgREQ && c.state == StateREQSent:
+		c.state = StateMRAREQRcvd
+	case r.MessageMRAed() == mad.MsgREP && c.state == StateREPSent:
+		c.state = StateMRAREPRcvd
+	case c.state == StateMRAREQRcvd || c.state == StateMRAREPRcvd:
+		m.dup()
+	default:
+		m.stats.Dropped.Add(1)
+		return
+	}
+	// The peer is alive and working on it: wait longer, count afresh.
+	c.retries = 0
+	c.wait = wait
+	c.armLocked(wait)
+}
+
+func (m *Manager) onREJLocked(ds *deliveries, r mad.REJ) {
+	c := m.conns[r.RemoteCommID()]
+	if c == nil || (c.remoteID != 0 && r.LocalCommID() != 0 && r.LocalCommID() != c.remoteID) {
+		m.stats.Dropped.Add(1)
+		return
+	}
+	switch c.state {
+	case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateREPRcvd, StateREQRcvd, StateMRAREQSent:
+	default:
+		m.stats.Dropped.Add(1)
+		return
+	}
+	f := r.Fields()
+	ds.add(c, nil, &Event{Type: EventREJ, Reason: f.Reason, Msg: f.MessageRejected,
+		ARI: append([]byte(nil), f.ARI[:min(int(f.RejectInfoLength), len(f.ARI))]...), PrivateData: f.PrivateData[:]})
+	c.removeLocked()
+}
+
+func (m *Manager) onREPLocked(ds *deliveries, from Path, tid uint64, r mad.REP) {
+	c := m.conns[r.RemoteCommID()]
+	if c == nil {
+		m.rejectUnknownLocked(from, tid, r.LocalCommID(), mad.MsgREP, mad.RejectInvalidCommID)
+		return
+	}
+	switch c.state {
+	case StateREQSent, StateMRAREQRcvd:
+	case StateEstablished:
+		m.dup()
+		if r.LocalCommID() == c.remoteID {
+			m.sendLocked(c.path, c.msg[:]) // our RTU was lost: send it again
+		}
+		return
+	default:
+		m.dup()
+		return
+	}
+	c.stopTimerLocked()
+	f := r.Fields()
+	c.remoteID, c.remoteQPN, c.state = f.LocalCommID, f.LocalQPN, StateREPRcvd
+	ds.add(c, nil, &Event{Type: EventREP, REP: &f, PrivateData: f.PrivateData[:]})
+}
+
+func (m *Manager) onRTULocked(ds *deliveries, r mad.RTU) {
+	c := m.conns[r.RemoteCommID()]
+	if c == nil || r.LocalCommID() != c.remoteID {
+		m.stats.Dropped.Add(1)
+		return
+	}
+	if c.state != StateREPSent && c.state != StateMRAREPRcvd {
+		m.dup()
+		return
+	}
+	c.stopTimerLocked()
+	c.state = StateEstablished
+	f := r.Fields()
+	ds.add(c, nil, &Event{Type: EventEstablished, PrivateData: f.PrivateData[:]})
+}
+
+func (m *Manager) onDREQLocked(ds *deliveries, from Path, tid uint64, r mad.DREQ) {
+	c := m.conns[r.RemoteCommID()]
+	if c == nil || r.LocalCommID() != c.remoteID {
+		// Unknown or stale: answer so the peer can finish.
+		f := mad.DREPFields{RemoteCommID: r.LocalCommID(), LocalCommID: r.RemoteCommID()}
+		var b [mad.Size]byte
+		mad.EncodeCM(b[:], tid, &f)
+		m.sendLocked(from, b[:])
+		return
+	}
+	f := r.Fields()
+	switch c.state {
+	case StateEstablished, StateREPSent, StateMRAREPRcvd, StateREPRcvd:
+		c.stopTimerLocked()
+		c.tid = tid
+		c.state = StateDREQRcvd
+		ds.add(c, nil, &Event{Type: EventDREQ, PrivateData: f.PrivateData[:]})
+	case StateDREQSent:
+		// Both sides disconnect at once: answer and wait.
+		c.tid = tid
+		c.sendDREPLocked(nil)
+		ds.add(c, nil, &Event{Type: EventDREQ, PrivateData: f.PrivateData[:]})
+		c.enterTimeWaitLocked()
+	case StateTimeWait:
+		m.dup()
+		c.tid = tid
+		c.sendDREPLocked(nil)
+	default:
+		m.dup()
+	}
+}
+
+func (m *Manager) onDREPLocked(ds *deliveries, r mad.DREP) {
+	c := m.conns[r.RemoteCommID()]
+	if c == nil || c.state != StateDREQSent || r.LocalCommID() != c.remoteID {
+		m.dup()
+		return
+	}
+	f := r.Fields()
+	ds.add(c, nil, &Event{Type: EventDREP, PrivateData: f.PrivateData[:]})
+	c.enterTimeWaitLocked()
+}

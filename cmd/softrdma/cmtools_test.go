@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeUDPPort returns a port free on both loopback addresses the tests use.
+func freeUDPPort(t *testing.T) string {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+		if err != nil {
+			t.Skip(err)
+		}
+		p := c.LocalAddr().(*net.UDPAddr).Port
+		c.Close()
+		if c2, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.0.2"), Port: p}); err == nil {
+			c2.Close()
+			return fmt.Sprint(p)
+		}
+	}
+	t.Skip("no free UDP port on 127.0.0.1 and 127.0.0.2")
+	return ""
+}
+
+// runPair runs a server and then a client of one tool and returns both outputs.
+func runPair(t *testing.T, run func(context.Context, []string, *bytes.Buffer) error, server, client []string) (string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var sout, cout bytes.Buffer
+	errc := make(chan error, 1)
+	go func() { errc <- run(ctx, server, &sout) }()
+	time.Sleep(200 * time.Millisecond) // let the server listen
+	if err := run(ctx, client, &cout); err != nil {
+		t.Fatalf("client: %v\n%s", err, cout.String())
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("server: %v\n%s", err, sout.String())
+	}
+	return sout.String(), cout.String()
+}
+
+func TestPingTool(t *testing.T) {
+	port := freeUDPPort(t)
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runPing(ctx, args, out) }
+	s, c := runPair(t, run,
+		[]string{"-s", "-a", "127.0.0.2", "-v", "-p", "7174", "-S", "2000", "-roce-port", port},
+		[]string{"-c", "-a", "127.0.0.2", "-I", "127.0.0.1", "-C", "3", "-vV", "-S", "2000", "-roce-port", port})
+	if strings.Count(c, "ping data: rdma-ping-") != 3 || !strings.Contains(c, "ping data: rdma-ping-2: CDEF") {
+		t.Fatalf("client output:\n%s", c)
+	}
+	if strings.Count(s, "server ping data: rdma-ping-") != 3 {
+		t.Fatalf("server output:\n%s", s)
+	}
+}
+
+func TestCmatoseTool(t *testing.T) {
+	port := freeUDPPort(t)
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runCmatose(ctx, args, out) }
+	s, c := runPair(t, run,
+		[]string{"-b", "127.0.0.2", "-c", "3", "-C", "20", "-roce-port", port},
+		[]string{"-s", "127.0.0.2", "-b", "127.0.0.1", "-c", "3", "-C", "20", "-roce-port", port})
+	for _, out := range []string{s, c} {
+		if !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "return status 0") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+	if !strings.Contains(s, "disconnected") {
+		t.Fatalf("server output:\n%s", s)
+	}
+}
+
+func TestUdaddyTool(t *testing.T) {
+	port := freeUDPPort(t)
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runUdaddy(ctx, args, out) }
+	s, c := runPair(t, run,
+		[]string{"-b", "127.0.0.2", "-c", "2", "-roce-port", port},
+		[]string{"-s", "127.0.0.2", "-b", "127.0.0.1", "-c", "2", "-roce-port", port})
+	for _, out := range []string{s, c} {
+		if !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "return status 0") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+}
+
+func TestSplitShortFlags(t *testing.T) {
+	got := strings.Join(splitShortFlags([]string{"-vV", "-a", "x", "-vq", "-C", "3"}, "vV"), " ")
+	if got != "-v -V -a x -vq -C 3" {
+		t.Fatalf("got %q", got)
+	}
+}
