@@ -30,7 +30,7 @@ type CaptureStats struct {
 // and returns once it is listening.
 func (p *Peer) StartCapture(ctx context.Context, path string) (*Capture, error) {
 	cmd := exec.Command("ip", "netns", "exec", p.cfg.Namespace,
-		"tcpdump", "-i", p.cfg.Tap, "-n", "-s", "0", "-U", "-w", path)
+		"tcpdump", "-i", p.cfg.Tap, "-n", "-s", "0", "-U", "--immediate-mode", "-w", path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {

@@ -368,7 +368,18 @@ func (p *Peer) Start(ctx context.Context, cmd string) (*Proc, error) {
 		}
 		pr.res = &r
 	}()
-	pr.cancel = context.AfterFunc(ctx, func() { pr.Stop() })
+	pr.cancel = context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The agent ends the command itself at the deadline and reports
+			// TimedOut; stop it from here only if that answer does not come.
+			select {
+			case <-pr.done:
+				return
+			case <-time.After(proto.KillGrace + 5*time.Second):
+			}
+		}
+		pr.Stop()
+	})
 	return pr, nil
 }
 

@@ -1,0 +1,248 @@
+//go:build interop
+
+package interop
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/interop/pcapcheck"
+	"github.com/softrdma/softrdma/interop/peer"
+)
+
+// suite is the state shared by the cases of one run.
+type suite struct {
+	p   *peer.Peer
+	out string // captures and logs; kept on failure or with SOFTRDMA_INTEROP_OUT
+
+	mu      sync.Mutex
+	timings []string
+}
+
+// hostAddrs are the addresses softrdma sends from.
+var hostAddrs = []netip.Addr{peer.HostIPv4, peer.HostIPv6}
+
+// newSuite checks the host, boots the peer and arranges its shutdown.
+func newSuite(t *testing.T) *suite {
+	t.Helper()
+	if err := peer.CheckHost(); err != nil {
+		t.Fatalf("the interop suite needs root, /dev/net/tun and the host packages .ci/run installs: %v", err)
+	}
+	s := &suite{out: os.Getenv("SOFTRDMA_INTEROP_OUT")}
+	keep := s.out != ""
+	if s.out == "" {
+		d, err := os.MkdirTemp("", "softrdma-interop-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.out = d
+	}
+	if err := os.MkdirAll(s.out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if keep || t.Failed() {
+			t.Logf("captures and logs are in %s", s.out)
+		} else {
+			os.RemoveAll(s.out)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	p, err := peer.Boot(ctx, peer.Config{
+		Namespace: fmt.Sprintf("srdma-interop-%d", os.Getpid()),
+		WorkDir:   filepath.Join(s.out, "peer"), KeepWorkDir: true,
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("booting the Soft-RoCE peer: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("shutting down the peer: %v", err)
+		}
+		if _, err := os.Stat("/run/netns/" + p.Namespace()); err == nil {
+			t.Errorf("netns %s still exists", p.Namespace())
+		}
+	})
+	s.p = p
+	s.record("boot", time.Since(start), "accel "+p.Accel())
+	return s
+}
+
+func (s *suite) record(name string, d time.Duration, note string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timings = append(s.timings, fmt.Sprintf("%-52s %8.1fs  %s", name, d.Seconds(), note))
+}
+
+// caseFunc runs one case; the capture around it is checked afterwards.
+type caseFunc func(t *testing.T, ctx context.Context) error
+
+// run runs fn as subtest name under a capture of the tap and a time bound,
+// then checks every packet softrdma sent.
+func (s *suite) run(t *testing.T, name string, limit time.Duration, fn caseFunc) {
+	t.Run(name, func(t *testing.T) {
+		start := time.Now()
+		result := "FAIL"
+		defer func() {
+			if !t.Failed() {
+				result = "ok"
+			}
+			s.record(name, time.Since(start), result)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		file := filepath.Join(s.out, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".pcap")
+		capt, err := s.p.StartCapture(ctx, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ferr := fn(t, ctx)
+		st, serr := capt.Stop()
+		if ferr != nil {
+			t.Error(ferr)
+		}
+		if serr != nil {
+			t.Fatal(serr)
+		}
+		if st.DroppedByKernel != 0 {
+			t.Errorf("tcpdump lost %d of %d frames: the capture is incomplete", st.DroppedByKernel, st.Captured)
+		}
+		rep, err := pcapcheck.Check(file, hostAddrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pcapcheck.Tshark(file, hostAddrs, rep); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("capture %s (tcpdump: %d captured, %d dropped): %s", filepath.Base(file), st.Captured, st.DroppedByKernel, rep.Summary())
+		if err := rep.Err(); err != nil {
+			t.Error(err)
+		}
+		// rxe's own packets must verify too, or the checker is wrong.
+		if len(rep.ReceivedProblems) > 0 {
+			t.Errorf("the peer's packets fail the check (checker or capture bug?):\n%s", strings.Join(rep.ReceivedProblems, "\n"))
+		}
+		if ferr == nil && rep.Sent == 0 {
+			t.Error("softrdma sent no RoCE packets in this case")
+		}
+	})
+}
+
+// guest runs cmd in the guest and requires exit status 0.
+func (s *suite) guest(ctx context.Context, cmd string) (*peer.Result, error) {
+	r, err := s.p.Run(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := peer.Failed(r); err != nil {
+		return r, fmt.Errorf("guest %q: %w\nstdout:\n%s", cmd, err, r.Stdout)
+	}
+	return r, nil
+}
+
+func TestInterop(t *testing.T) {
+	suiteStart := time.Now()
+	s := newSuite(t)
+	defer func() {
+		s.record("total", time.Since(suiteStart), "")
+		t.Logf("timings:\n%s", strings.Join(s.timings, "\n"))
+	}()
+
+	t.Run("peer", func(t *testing.T) { testPeer(t, s) })
+	for _, g := range []struct {
+		name  string
+		local netip.Addr
+		gid   int
+	}{{"ipv4", peer.HostIPv4, 1}, {"ipv6", peer.HostIPv6, 2}} {
+		s.run(t, "verbs-client/rc_pingpong/"+g.name, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			srv, err := s.p.Start(ctx, fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g %d -s 4096 -n 20", g.gid))
+			if err != nil {
+				return err
+			}
+			time.Sleep(time.Second) // the server's listening socket (the client also retries)
+			cerr := retryRefused(ctx, func() error {
+				return rcPingpongClient(ctx, s.p, g.local, peer.GuestIPv4, 4096, 20, 0xa5)
+			})
+			if cerr != nil {
+				srv.Stop()
+				return fmt.Errorf("softrdma client: %w", cerr)
+			}
+			r, err := srv.Wait()
+			if err != nil {
+				return err
+			}
+			if err := peer.Failed(r); err != nil {
+				return fmt.Errorf("ibv_rc_pingpong server: %w", err)
+			}
+			if !strings.Contains(string(r.Stdout), "20 iters") {
+				return fmt.Errorf("ibv_rc_pingpong server did not report 20 iterations:\n%s", r.Stdout)
+			}
+			t.Logf("guest server: %s", strings.TrimSpace(string(r.Stdout)))
+			return nil
+		})
+	}
+}
+
+// testPeer checks the guest: the agent's exit statuses and timeouts, and
+// rxe0's state and GID table.
+func testPeer(t *testing.T, s *suite) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := s.p.Run(ctx, "echo out; echo err >&2; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != 3 || string(r.Stdout) != "out\n" || string(r.Stderr) != "err\n" {
+		t.Errorf("agent: status %d stdout %q stderr %q, want 3 \"out\\n\" \"err\\n\"", r.Status, r.Stdout, r.Stderr)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+	r, err = s.p.Run(tctx, "sleep 30 & sleep 31; echo never")
+	tcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || r.Elapsed > 10*time.Second {
+		t.Errorf("agent: a 2 s bound gave timed out %v after %v", r.TimedOut, r.Elapsed)
+	}
+	if r, err := s.guest(ctx, "pgrep -f 'sleep 3[01]' || true"); err != nil || len(strings.TrimSpace(string(r.Stdout))) != 0 {
+		t.Errorf("agent: processes of the timed-out group survive: %v %q", err, r.Stdout)
+	}
+	r, err = s.guest(ctx, "ibv_devinfo -v -d rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(r.Stdout)
+	for _, want := range []string{"PORT_ACTIVE", "active_mtu:\t\t1024", "::ffff:198.18.0.2, RoCE v2", "fd00:198:18::2, RoCE v2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ibv_devinfo lacks %q:\n%s", want, out)
+		}
+	}
+	st, err := s.p.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.GIDs) < 3 || st.GIDs[1] != "0000:0000:0000:0000:0000:ffff:c612:0002" || st.GIDs[2] != "fd00:0198:0018:0000:0000:0000:0000:0002" {
+		t.Errorf("rxe0 GIDs %q: want IPv4 at 1 and IPv6 at 2", st.GIDs)
+	}
+}
+
+// retryRefused retries fn while the guest's server is not listening yet.
+func retryRefused(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil || !strings.Contains(err.Error(), "connection refused") || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
