@@ -15,6 +15,7 @@ var commands = map[string]struct {
 	help string
 }{
 	"demo": {runDemo, "two devices on 127.0.0.1 and 127.0.0.2 over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency"},
+	"dump": {runDump, "print the RoCEv2 packets of a pcap file with softrdma's decoder"},
 }
 
 func usage(w io.Writer) {

@@ -1,0 +1,183 @@
+// softrdma perf: the perftest benchmarks (ib_write_bw, ib_read_lat, ...) on
+// a softrdma device, interoperating with perftest in either role.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/softrdma/softrdma/internal/perftest"
+	"github.com/softrdma/softrdma/internal/tool"
+)
+
+func init() {
+	commands["perf"] = struct {
+		run  func(ctx context.Context, args []string, out io.Writer) error
+		help string
+	}{runPerf, "perftest benchmarks: write_bw read_bw send_bw atomic_bw write_lat read_lat send_lat atomic_lat"}
+}
+
+// sizeValue parses -s as perftest does: a number with an optional K or M.
+type sizeValue struct {
+	n   int
+	set bool
+}
+
+func (s *sizeValue) String() string { return strconv.Itoa(s.n) }
+
+func (s *sizeValue) Set(v string) error {
+	f := 1
+	switch {
+	case strings.HasSuffix(v, "K"):
+		f, v = 1024, strings.TrimSuffix(v, "K")
+	case strings.HasSuffix(v, "M"):
+		f, v = 1024*1024, strings.TrimSuffix(v, "M")
+	}
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil || n < 1 || n*int64(f) > 1<<31-1 {
+		return fmt.Errorf("message size %q: want 1..%d, optionally with K or M", v, 1<<31-1)
+	}
+	s.n, s.set = int(n)*f, true
+	return nil
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments, as getopt does.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func perfUsage(w io.Writer) {
+	names := append([]string(nil), perftest.TestNames...)
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: softrdma perf TEST [flags]            (server)")
+	fmt.Fprintln(w, "       softrdma perf TEST [flags] SERVER     (client)")
+	fmt.Fprintf(w, "TEST is one of %s; each interoperates with perftest's ib_TEST.\n", strings.Join(names, ", "))
+}
+
+func runPerf(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		perfUsage(os.Stderr)
+		return errors.New("no test named")
+	}
+	name := args[0]
+	test, ok := perftest.Tests[name]
+	if !ok {
+		perfUsage(os.Stderr)
+		return fmt.Errorf("unknown test %q", name)
+	}
+	cfg := perftest.Config{Test: test}
+	fs := flag.NewFlagSet("perf "+name, flag.ContinueOnError)
+	var tf tool.Flags
+	tf.Register(fs)
+	for _, n := range []string{"x", "gid-index"} {
+		fs.IntVar(&tf.GIDIdx, n, -1, "GID `index` (same as -g)")
+	}
+	var size sizeValue
+	for _, n := range []string{"s", "size"} {
+		fs.Var(&size, n, "message `size` in bytes, K or M suffix allowed (default 65536 for bw, 2 for lat, 8 for atomics)")
+	}
+	intFlag := func(p *int, def int, usage string, names ...string) {
+		for _, n := range names {
+			fs.IntVar(p, n, def, usage)
+		}
+	}
+	boolFlag := func(p *bool, usage string, names ...string) {
+		for _, n := range names {
+			fs.BoolVar(p, n, false, usage)
+		}
+	}
+	intFlag(&cfg.Iters, 0, "`iterations` (default 5000 for write_bw, else 1000)", "n", "iters")
+	boolFlag(&cfg.All, "run all message sizes from 2 to 2^23 bytes", "a", "all")
+	intFlag(&cfg.MTU, 0, "path `MTU` in bytes: 256..4096 (default: the port's active MTU)", "m", "mtu")
+	var durSecs int
+	intFlag(&durSecs, 0, "run for `seconds` instead of a number of iterations", "D", "duration")
+	intFlag(&cfg.NumQPs, 1, "number of `QPs` (bw tests)", "q", "qp")
+	intFlag(&cfg.TxDepth, 0, "send queue `depth` (default 128 for bw, 1 for lat)", "t", "tx-depth")
+	intFlag(&cfg.RxDepth, 0, "receive queue `depth` of SEND tests (default 512)", "r", "rx-depth")
+	intFlag(&cfg.Inline, -1, "largest message sent `inline` (default 0 for bw, 220 write_lat, 236 send_lat)", "I", "inline_size")
+	intFlag(&cfg.CQMod, 0, "a completion every `N` messages (bw; default 100, 1 above 8 KiB)", "Q", "cq-mod")
+	intFlag(&cfg.Port, perftest.DefaultPort, "TCP `port` of the out-of-band exchange", "p", "port")
+	var timeout int
+	intFlag(&timeout, 14, "QP local ACK timeout `exponent` (4.096 us * 2^N)", "u", "qp-timeout")
+	boolFlag(&cfg.IgnoreCPUFreq, "ignore CPU frequency warnings (accepted for perftest compatibility)", "F", "CPU-freq")
+	boolFlag(&cfg.Gbits, "report Gb/s instead of MB/s", "report_gbits", "report-gbits")
+	atomic := fs.String("A", "FETCH_AND_ADD", "atomic `type`: CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)")
+	verbose := fs.Bool("v", false, "log the device's warnings and debug messages to stderr")
+	fs.Usage = func() {
+		perfUsage(fs.Output())
+		fmt.Fprintln(fs.Output(), "flags:")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if len(pos) > 1 {
+		return fmt.Errorf("%w: one server address expected, got %q", perftest.ErrUsage, pos)
+	}
+	if len(pos) == 1 {
+		cfg.Server = pos[0]
+	}
+	if size.set {
+		cfg.SetSize(size.n)
+	}
+	if durSecs < 0 {
+		return fmt.Errorf("%w: duration %d", perftest.ErrUsage, durSecs)
+	}
+	cfg.Duration = time.Duration(durSecs) * time.Second
+	if timeout < 1 || timeout > 31 {
+		return fmt.Errorf("%w: QP timeout %d (1..31)", perftest.ErrUsage, timeout)
+	}
+	cfg.Timeout = uint8(timeout)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["A"] && test.Verb != perftest.Atomic {
+		return fmt.Errorf("%w: -A is for the atomic tests", perftest.ErrUsage)
+	}
+	if cfg.Atomic, err = perftest.ParseAtomicType(*atomic); err != nil {
+		return err
+	}
+	cfg.IBPort = tf.IBPort
+	cfg.Out = out
+	if err := cfg.Normalize(); err != nil {
+		return err
+	}
+
+	level := slog.LevelError
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	dev, err := tf.Open(ctx, cfg.Server, log)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	cfg.GIDIndex = dev.GIDIndex
+	return perftest.Run(ctx, cfg, dev.Device, nil)
+}

@@ -1,0 +1,586 @@
+// The measurement loops: perftest's run_iter_bw, run_iter_bw_server,
+// run_iter_lat_write, run_iter_lat and run_iter_lat_send on softrdma verbs.
+
+package perftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/softrdma/softrdma/verbs"
+)
+
+// stallLimit is how long a loop waits without any progress before giving up
+// (perftest's server gives up after 60-120 s without a message).
+const stallLimit = 60 * time.Second
+
+// Duration-mode states (perftest's START, SAMPLE, STOP_SAMPLE, END).
+const (
+	stateWarmup = iota
+	stateSample
+	stateCooldown
+	stateEnd
+)
+
+// clock measures a run: monotonic time since the run started, and in
+// duration mode the state and sample window.
+type clock struct {
+	base       time.Time
+	dur        time.Duration
+	margin     time.Duration
+	started    bool
+	sampleFrom time.Duration
+	sampleTo   time.Duration
+}
+
+func newClock(dur, margin time.Duration) *clock {
+	return &clock{base: time.Now(), dur: dur, margin: margin, started: true}
+}
+
+func (k *clock) now() time.Duration { return time.Since(k.base) }
+
+// state returns the duration-mode state at now.
+func (k *clock) state(now time.Duration) int {
+	switch {
+	case !k.started || now < k.margin:
+		return stateWarmup
+	case now < k.dur-k.margin:
+		return stateSample
+	case now < k.dur:
+		return stateCooldown
+	}
+	return stateEnd
+}
+
+// watchdog fails a loop that makes no progress.
+type watchdog struct {
+	ctx  context.Context
+	last time.Time
+	what string
+	n    int
+}
+
+func newWatchdog(ctx context.Context, what string) *watchdog {
+	return &watchdog{ctx: ctx, last: time.Now(), what: what}
+}
+
+func (w *watchdog) progress() { w.last = time.Now() }
+
+// idle yields the processor and checks for cancellation and stalls.
+func (w *watchdog) idle() error {
+	runtime.Gosched()
+	w.n++
+	if w.n&0x3ff != 0 {
+		return nil
+	}
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	if time.Since(w.last) > stallLimit {
+		return fmt.Errorf("%w: no progress for %v while %s", ErrTest, stallLimit, w.what)
+	}
+	return nil
+}
+
+func wcError(wc *verbs.WC, what string) error {
+	return fmt.Errorf("%w: %s completion with error: status %d (%v), wr_id %d, QP %#x", ErrTest, what, int(wc.Status), wc.Status, wc.WRID, wc.QPNum)
+}
+
+// opcode returns the work request opcode of the test.
+func (s *side) opcode() verbs.WROpcode {
+	switch s.cfg.Test.Verb {
+	case Write:
+		return verbs.WRRDMAWrite
+	case Read:
+		return verbs.WRRDMARead
+	case Atomic:
+		if s.cfg.Atomic == CmpAndSwap {
+			return verbs.WRAtomicCmpAndSwp
+		}
+		return verbs.WRAtomicFetchAndAdd
+	}
+	return verbs.WRSend
+}
+
+// sendWR builds the work request template of QP i for a message size.
+func (s *side) sendWR(i, size int) verbs.SendWR {
+	wr := verbs.SendWR{Opcode: s.opcode(), SGL: []verbs.SGE{s.mr.SGE(i*s.buffSize, size)}}
+	switch s.cfg.Test.Verb {
+	case Write, Read:
+		wr.RemoteAddr, wr.RKey = s.rem[i].VAddr, s.rem[i].RKey
+	case Atomic:
+		wr.RemoteAddr, wr.RKey = s.rem[i].VAddr, s.rem[i].RKey
+		if s.cfg.Atomic == FetchAndAdd {
+			wr.CompareAdd = 1
+		} else {
+			wr.Swap = 0
+		}
+	}
+	if (s.cfg.Test.Verb == Send || s.cfg.Test.Verb == Write) && size <= s.cfg.Inline {
+		wr.Flags |= verbs.SendInline
+	}
+	return wr
+}
+
+// cycleOffset is where message k goes inside a region: small messages walk
+// the cycle buffer in cache-line steps, as perftest's increase_*_addr do.
+func (s *side) cycleOffset(k uint64, size int) int {
+	if size > s.cycle/2 {
+		return 0
+	}
+	step := inc(size, s.cacheLine)
+	return int(k%uint64(s.cycle/step)) * step
+}
+
+// runBW is the bw client (run_iter_bw): up to tx_depth messages in flight per
+// QP, a completion every cq_mod messages and for the last one.
+func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
+	c := s.cfg
+	nq := len(s.qps)
+	iters := c.Iters
+	dur := c.Duration > 0
+	total := iters * nq
+	t := &bwTimes{cqMod: c.CQMod, noPeak: dur}
+	if !dur {
+		t.posted = make([]time.Duration, total)
+		t.completed = make([]time.Duration, total)
+	}
+	wrs := make([][]verbs.SendWR, nq)
+	for i := range wrs {
+		wrs[i] = []verbs.SendWR{s.sendWR(i, size)}
+	}
+	scnt := make([]uint64, nq)
+	ccnt := make([]uint64, nq)
+	var totS, totC, sampled uint64
+	wcs := make([]verbs.WC, 16)
+	wd := newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", c.Test.Verb))
+	k := newClock(c.Duration, c.margin)
+	signaled := func(n uint64) bool {
+		return n%uint64(c.CQMod) == uint64(c.CQMod)-1 || (!dur && n == uint64(iters)-1)
+	}
+	// lastSignaled is how many completions are due once posting stops.
+	lastSignaled := func(i int) uint64 {
+		n := scnt[i]
+		for n > ccnt[i] && !signaled(n-1) {
+			n--
+		}
+		return n
+	}
+	state := stateWarmup
+	for {
+		now := k.now()
+		if dur {
+			st := k.state(now)
+			if st != state {
+				if st >= stateSample && state < stateSample {
+					k.sampleFrom = now
+				}
+				if st >= stateCooldown && state < stateCooldown {
+					k.sampleTo = now
+				}
+				state = st
+			}
+		}
+		ending := dur && state == stateEnd
+		if !dur && totS >= uint64(total) && totC >= uint64(total) {
+			break
+		}
+		if ending {
+			done := true
+			for i := range s.qps {
+				if ccnt[i] < lastSignaled(i) {
+					done = false
+				}
+			}
+			if done {
+				break
+			}
+		}
+		for i, qp := range s.qps {
+			for !ending && (dur || scnt[i] < uint64(iters)) && scnt[i]-ccnt[i] < uint64(c.TxDepth) {
+				wr := &wrs[i][0]
+				n := scnt[i]
+				off := s.cycleOffset(n, size)
+				wr.SGL[0].Addr = s.mr.Addr() + uint64(i*s.buffSize+off)
+				if c.Test.Verb != Send {
+					wr.RemoteAddr = s.rem[i].VAddr + uint64(off)
+				}
+				wr.ID = n
+				wr.Flags &^= verbs.SendSignaled
+				if signaled(n) {
+					wr.Flags |= verbs.SendSignaled
+				}
+				if !dur {
+					t.posted[totS] = k.now()
+				}
+				if err := qp.PostSend(wrs[i]); err != nil {
+					return BWReport{}, fmt.Errorf("%w: post send on QP %#x (message %d): %v", ErrTest, qp.QPN(), n, err)
+				}
+				scnt[i]++
+				totS++
+			}
+		}
+		n := s.scq.Poll(wcs)
+		if n == 0 {
+			if err := wd.idle(); err != nil {
+				return BWReport{}, err
+			}
+			continue
+		}
+		wd.progress()
+		now = k.now()
+		for _, wc := range wcs[:n] {
+			if wc.Status != verbs.Success {
+				return BWReport{}, wcError(&wc, c.Test.Verb.String())
+			}
+			i := s.qpIndex(wc.QPNum)
+			if i < 0 {
+				continue
+			}
+			delta := wc.WRID + 1 - ccnt[i]
+			ccnt[i] = wc.WRID + 1
+			totC += delta
+			if dur {
+				if state == stateSample {
+					sampled += delta
+				}
+			} else if totC > 0 {
+				t.completed[min(totC, uint64(total))-1] = now
+			}
+		}
+	}
+	if dur {
+		t.start, t.end = k.sampleFrom, k.sampleTo
+		return bwReport(size, int(sampled), t, c.Gbits), nil
+	}
+	return bwReport(size, total, t, c.Gbits), nil
+}
+
+func (s *side) qpIndex(qpn uint32) int {
+	for i, qp := range s.qps {
+		if qp.QPN() == qpn {
+			return i
+		}
+	}
+	return -1
+}
+
+// recvState tracks the receive buffers of a SEND test.
+type recvState struct {
+	wr     [][]verbs.RecvWR
+	posted []uint64
+}
+
+// postRecvs posts rx_depth receives per QP (ctx_set_recv_wqes).
+func (s *side) postRecvs(size int) error {
+	c := s.cfg
+	rs := &recvState{wr: make([][]verbs.RecvWR, len(s.qps)), posted: make([]uint64, len(s.qps))}
+	for i, qp := range s.qps {
+		rs.wr[i] = []verbs.RecvWR{{ID: uint64(i), SGL: []verbs.SGE{s.mr.SGE((len(s.qps)+i)*s.buffSize, size)}}}
+		for j := 0; j < c.RxDepth; j++ {
+			if err := s.postRecv(rs, i, size); err != nil {
+				return fmt.Errorf("%w: post receive on QP %#x: %v", ErrTest, qp.QPN(), err)
+			}
+		}
+	}
+	s.recv = rs
+	return nil
+}
+
+func (s *side) postRecv(rs *recvState, i, size int) error {
+	off := 0
+	if s.cfg.Test.BW {
+		off = s.cycleOffset(rs.posted[i], size)
+	}
+	rs.wr[i][0].SGL[0].Addr = s.mr.Addr() + uint64((len(s.qps)+i)*s.buffSize+off)
+	if err := s.qps[i].PostRecv(rs.wr[i]); err != nil {
+		return err
+	}
+	rs.posted[i]++
+	return nil
+}
+
+// runBWServer is the send_bw server (run_iter_bw_server): it counts
+// receives from the first one, reposting buffers until every message of the
+// test has one.
+func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
+	c := s.cfg
+	rs := s.recv
+	dur := c.Duration > 0
+	total := uint64(c.Iters * len(s.qps))
+	t := &bwTimes{cqMod: 1, noPeak: true}
+	wcs := make([]verbs.WC, 16)
+	wd := newWatchdog(ctx, "waiting for SEND messages")
+	var k *clock
+	var rcnt, sampled uint64
+	state := stateWarmup
+	for {
+		if k != nil && dur {
+			now := k.now()
+			st := k.state(now)
+			if st != state {
+				if st >= stateSample && state < stateSample {
+					k.sampleFrom = now
+				}
+				if st >= stateCooldown && state < stateCooldown {
+					k.sampleTo = now
+				}
+				state = st
+			}
+			if state == stateEnd {
+				break
+			}
+		} else if !dur && rcnt >= total {
+			break
+		}
+		n := s.rcq.Poll(wcs)
+		if n == 0 {
+			if err := wd.idle(); err != nil {
+				return BWReport{}, err
+			}
+			continue
+		}
+		wd.progress()
+		if k == nil {
+			k = newClock(c.Duration, c.margin)
+			t.start = 0
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != verbs.Success {
+				return BWReport{}, wcError(&wc, "receive")
+			}
+			i := int(wc.WRID)
+			rcnt++
+			if dur && state == stateSample {
+				sampled++
+			}
+			if dur || rs.posted[i]+1 <= uint64(c.Iters) {
+				if err := s.postRecv(rs, i, size); err != nil {
+					return BWReport{}, fmt.Errorf("%w: post receive: %v", ErrTest, err)
+				}
+			}
+		}
+	}
+	if dur {
+		t.start, t.end = k.sampleFrom, k.sampleTo
+		return bwReport(size, int(sampled), t, c.Gbits), nil
+	}
+	t.end = k.now()
+	return bwReport(size, int(total), t, c.Gbits), nil
+}
+
+// pollOne waits for one completion on cq.
+func pollOne(cq *verbs.CQ, wc []verbs.WC, wd *watchdog) error {
+	for cq.Poll(wc[:1]) == 0 {
+		if err := wd.idle(); err != nil {
+			return err
+		}
+	}
+	wd.progress()
+	return nil
+}
+
+// errStop ends a duration-mode latency loop at the end of the test.
+var errStop = errors.New("duration over")
+
+// lat is what a latency step gets: mark records the post time of the
+// current iteration, stop reports the end of a duration-mode run.
+type lat struct {
+	mark func()
+	stop func() bool
+}
+
+// latLoop runs iteration or duration bookkeeping for the latency tests;
+// step performs one exchange and calls l.mark just before posting.
+func (s *side) latLoop(size, rttFactor int, step func(n uint64, l *lat) error) (LatReport, error) {
+	c := s.cfg
+	if c.Duration == 0 {
+		posted := make([]time.Duration, c.Iters)
+		k := newClock(0, 0)
+		var n int
+		l := &lat{mark: func() { posted[n] = k.now() }, stop: func() bool { return false }}
+		for n = 0; n < c.Iters; n++ {
+			if err := step(uint64(n), l); err != nil {
+				return LatReport{}, err
+			}
+		}
+		return latReport(size, posted, rttFactor), nil
+	}
+	k := newClock(c.Duration, c.margin)
+	state := stateWarmup
+	var sampled uint64
+	l := &lat{mark: func() {}, stop: func() bool { return k.state(k.now()) == stateEnd }}
+	for n := uint64(0); ; n++ {
+		now := k.now()
+		st := k.state(now)
+		if st != state {
+			if st >= stateSample && state < stateSample {
+				k.sampleFrom = now
+			}
+			if st >= stateCooldown && state < stateCooldown {
+				k.sampleTo = now
+			}
+			state = st
+		}
+		if state == stateEnd {
+			break
+		}
+		if err := step(n, l); err != nil {
+			if errors.Is(err, errStop) {
+				break
+			}
+			return LatReport{}, err
+		}
+		if state == stateSample {
+			sampled++
+		}
+	}
+	return latDurationReport(size, int(sampled), k.sampleTo-k.sampleFrom, rttFactor), nil
+}
+
+// runLatRDMA is the read_lat/atomic_lat client (run_iter_lat): one
+// operation at a time, timed from post to post.
+func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
+	wr := []verbs.SendWR{s.sendWR(0, size)}
+	wr[0].Flags |= verbs.SendSignaled
+	wc := make([]verbs.WC, 1)
+	wd := newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
+	return s.latLoop(size, 1, func(n uint64, l *lat) error {
+		wr[0].ID = n
+		l.mark()
+		if err := s.qps[0].PostSend(wr); err != nil {
+			return fmt.Errorf("%w: post send: %v", ErrTest, err)
+		}
+		if err := pollOne(s.scq, wc, wd); err != nil {
+			return err
+		}
+		if wc[0].Status != verbs.Success {
+			return wcError(&wc[0], s.cfg.Test.Verb.String())
+		}
+		return nil
+	})
+}
+
+// runLatWrite is write_lat's ping-pong (run_iter_lat_write): each side
+// writes its counter into the last byte of the message and waits to see the
+// peer's counter arrive in its own buffer. The server writes first.
+func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
+	wr := []verbs.SendWR{s.sendWR(0, size)}
+	wr[0].Flags |= verbs.SendSignaled
+	postOff := size - 1
+	pollOff := len(s.qps)*s.buffSize + size - 1
+	wc := make([]verbs.WC, 1)
+	wd := newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
+	server := s.cfg.IsServer()
+	wait := func(want byte, l *lat) error {
+		for s.buf[pollOff] != want {
+			if l.stop() {
+				return errStop
+			}
+			if err := wd.idle(); err != nil {
+				return err
+			}
+		}
+		wd.progress()
+		return nil
+	}
+	var last *lat
+	r, err := s.latLoop(size, 2, func(n uint64, l *lat) error {
+		last = l
+		if !(n == 0 && server) {
+			want := byte(n + 1)
+			if server {
+				want = byte(n)
+			}
+			if err := wait(want, l); err != nil {
+				return err
+			}
+		}
+		l.mark()
+		s.buf[postOff] = byte(n + 1)
+		wr[0].ID = n
+		if err := s.qps[0].PostSend(wr); err != nil {
+			return fmt.Errorf("%w: post send: %v", ErrTest, err)
+		}
+		if err := pollOne(s.scq, wc, wd); err != nil {
+			return err
+		}
+		if wc[0].Status != verbs.Success {
+			return wcError(&wc[0], "RDMA_Write")
+		}
+		return nil
+	})
+	// The server's last write is answered once more.
+	if err == nil && server && s.cfg.Duration == 0 {
+		err = wait(byte(s.cfg.Iters), last)
+	}
+	return r, err
+}
+
+// runLatSend is send_lat's ping-pong (run_iter_lat_send): the client sends
+// first; each side waits for a message before answering.
+func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
+	c := s.cfg
+	rs := s.recv
+	wr := []verbs.SendWR{s.sendWR(0, size)}
+	wr[0].Flags |= verbs.SendSignaled
+	wc := make([]verbs.WC, 1)
+	wd := newWatchdog(ctx, "waiting for the peer's SEND")
+	client := !c.IsServer()
+	var rcnt uint64
+	recv := func(l *lat) error {
+		for s.rcq.Poll(wc[:1]) == 0 {
+			if l.stop() {
+				return errStop
+			}
+			if err := wd.idle(); err != nil {
+				return err
+			}
+		}
+		wd.progress()
+		if wc[0].Status != verbs.Success {
+			return wcError(&wc[0], "receive")
+		}
+		rcnt++
+		if c.Duration > 0 || rcnt+uint64(c.RxDepth) <= uint64(c.Iters) {
+			if err := s.postRecv(rs, 0, size); err != nil {
+				return fmt.Errorf("%w: post receive: %v", ErrTest, err)
+			}
+		}
+		return nil
+	}
+	var last *lat
+	r, err := s.latLoop(size, 2, func(n uint64, l *lat) error {
+		last = l
+		if !(n == 0 && client) {
+			if err := recv(l); err != nil {
+				return err
+			}
+		}
+		l.mark()
+		wr[0].ID = n
+		if err := s.qps[0].PostSend(wr); err != nil {
+			return fmt.Errorf("%w: post send: %v", ErrTest, err)
+		}
+		if err := pollOne(s.scq, wc, wd); err != nil {
+			return err
+		}
+		if wc[0].Status != verbs.Success {
+			return wcError(&wc[0], "Send")
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	// The client's last message is answered once more.
+	if client && c.Duration == 0 {
+		if err := recv(last); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}

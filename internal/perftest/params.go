@@ -1,0 +1,274 @@
+package perftest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Verb is the operation a test measures.
+type Verb int
+
+// Verbs, in perftest's order.
+const (
+	Send Verb = iota
+	Write
+	Read
+	Atomic
+)
+
+var verbNames = [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}
+
+func (v Verb) String() string { return verbNames[v] }
+
+// Test is one of the eight perftest programs.
+type Test struct {
+	Verb Verb
+	BW   bool // bandwidth test; otherwise latency
+}
+
+// Tests by the names softrdma's CLI uses (and perftest's ib_<name>).
+var Tests = map[string]Test{
+	"write_bw": {Write, true}, "read_bw": {Read, true}, "send_bw": {Send, true}, "atomic_bw": {Atomic, true},
+	"write_lat": {Write, false}, "read_lat": {Read, false}, "send_lat": {Send, false}, "atomic_lat": {Atomic, false},
+}
+
+// TestNames lists the tests in a stable order.
+var TestNames = []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"}
+
+func (t Test) String() string {
+	v := strings.ToLower(strings.TrimPrefix(t.Verb.String(), "RDMA_"))
+	if t.BW {
+		return v + "_bw"
+	}
+	return v + "_lat"
+}
+
+// AtomicType selects the atomic operation.
+type AtomicType int
+
+// Atomic operations (perftest's -A values); FETCH_AND_ADD is the default.
+const (
+	FetchAndAdd AtomicType = iota
+	CmpAndSwap
+)
+
+func (a AtomicType) String() string {
+	if a == CmpAndSwap {
+		return "CMP_AND_SWAP"
+	}
+	return "FETCH_AND_ADD"
+}
+
+// ParseAtomicType parses -A's argument.
+func ParseAtomicType(s string) (AtomicType, error) {
+	switch s {
+	case "CMP_AND_SWAP":
+		return CmpAndSwap, nil
+	case "FETCH_AND_ADD":
+		return FetchAndAdd, nil
+	}
+	return 0, fmt.Errorf("%w: atomic type %q (choose CMP_AND_SWAP or FETCH_AND_ADD)", ErrUsage, s)
+}
+
+// ErrUsage is wrapped by errors about bad parameters.
+var ErrUsage = errors.New("invalid parameter")
+
+// Defaults and limits, as perftest's.
+const (
+	DefaultPort    = 18515
+	defSizeBW      = 65536
+	defSizeLat     = 2
+	defSizeAtomic  = 8
+	defIters       = 1000
+	defItersWB     = 5000
+	defTxBW        = 128
+	defTxLat       = 1
+	defRxSend      = 512
+	defCQMod       = 100
+	MaxSize        = 1 << 23 // -a runs 2..MaxSize
+	minIters       = 5
+	maxIters       = 100000000
+	maxTx          = 15000
+	maxQPs         = 16384
+	cqModSizeLimit = 8192
+	defInlineWrite = 220
+	defInlineSend  = 236
+	timeoutDefault = 14
+)
+
+// Config is one side's parameters. Zero values mean perftest's defaults;
+// call Normalize before use.
+type Config struct {
+	Test Test
+	// Server is the server's host for the client; empty for the server.
+	Server string
+	// Port is the TCP port of the exchange (18515).
+	Port int
+
+	Size     int // message size (-s)
+	Iters    int // iterations (-n)
+	All      bool
+	GIDIndex int // -x; negative picks the first IPv4 GID, else 0
+	MTU      int // -m in bytes; 0 is the port's active MTU
+	Duration time.Duration
+	NumQPs   int
+	TxDepth  int
+	RxDepth  int
+	Inline   int // -I; negative means perftest's default for the test
+	CQMod    int
+	Gbits    bool
+	Atomic   AtomicType
+	IBPort   int
+	Timeout  uint8 // QP timeout exponent (-u)
+	// IgnoreCPUFreq is -F: accepted for compatibility (softrdma measures with
+	// the monotonic clock, so there is no cpufreq warning to ignore).
+	IgnoreCPUFreq bool
+
+	// Out receives the perftest-style report.
+	Out io.Writer
+
+	sizeSet    bool
+	margin     time.Duration
+	normalized bool
+}
+
+// SetSize records an explicit -s.
+func (c *Config) SetSize(n int) { c.Size, c.sizeSet = n, true }
+
+// IsServer reports whether this side is the server.
+func (c *Config) IsServer() bool { return c.Server == "" }
+
+// Normalize fills defaults and applies perftest's dependencies between
+// parameters. It returns an error wrapping ErrUsage for impossible ones.
+func (c *Config) Normalize() error {
+	if c.normalized {
+		return nil
+	}
+	if err := c.normalize(); err != nil {
+		return err
+	}
+	c.normalized = true
+	return nil
+}
+
+func (c *Config) normalize() error {
+	t := c.Test
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.IBPort == 0 {
+		c.IBPort = 1
+	}
+	if c.IBPort != 1 {
+		return fmt.Errorf("%w: IB port %d (the device has port 1)", ErrUsage, c.IBPort)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = timeoutDefault
+	}
+	if !c.sizeSet && c.Size == 0 {
+		switch {
+		case t.Verb == Atomic:
+			c.Size = defSizeAtomic
+		case t.BW:
+			c.Size = defSizeBW
+		default:
+			c.Size = defSizeLat
+		}
+	} else if c.Size < 1 || c.Size > 1<<31-1 {
+		return fmt.Errorf("%w: message size %d (1..%d)", ErrUsage, c.Size, 1<<31-1)
+	}
+	if c.Iters == 0 {
+		c.Iters = defIters
+		if t.BW && t.Verb == Write {
+			c.Iters = defItersWB
+		}
+	}
+	if c.Iters < minIters || c.Iters > maxIters {
+		return fmt.Errorf("%w: iterations %d (%d..%d)", ErrUsage, c.Iters, minIters, maxIters)
+	}
+	if c.NumQPs == 0 {
+		c.NumQPs = 1
+	}
+	if c.NumQPs != 1 && !t.BW {
+		return fmt.Errorf("%w: multiple QPs only available on bw tests", ErrUsage)
+	}
+	if c.NumQPs < 1 || c.NumQPs > maxQPs {
+		return fmt.Errorf("%w: number of QPs %d (1..%d)", ErrUsage, c.NumQPs, maxQPs)
+	}
+	if c.TxDepth == 0 {
+		c.TxDepth = defTxLat
+		if t.BW {
+			c.TxDepth = defTxBW
+		}
+	}
+	if c.TxDepth < 1 || c.TxDepth > maxTx {
+		return fmt.Errorf("%w: tx depth %d (1..%d)", ErrUsage, c.TxDepth, maxTx)
+	}
+	if c.RxDepth == 0 {
+		c.RxDepth = 1
+		if t.Verb == Send {
+			c.RxDepth = defRxSend
+		}
+	}
+	if c.CQMod == 0 {
+		c.CQMod = defCQMod
+	}
+	if c.Inline > 0 && (t.Verb == Read || t.Verb == Atomic) {
+		return fmt.Errorf("%w: inline data is not available on READ/atomic tests", ErrUsage)
+	}
+	if c.Inline < 0 {
+		c.Inline = 0
+		if !t.BW {
+			switch t.Verb {
+			case Write:
+				c.Inline = defInlineWrite
+			case Send:
+				c.Inline = defInlineSend
+			}
+		}
+	}
+	if c.MTU != 0 && c.MTU != 256 && c.MTU != 512 && c.MTU != 1024 && c.MTU != 2048 && c.MTU != 4096 {
+		return fmt.Errorf("%w: MTU %d (choose 256, 512, 1024, 2048 or 4096)", ErrUsage, c.MTU)
+	}
+	if c.Duration < 0 {
+		return fmt.Errorf("%w: duration %v", ErrUsage, c.Duration)
+	}
+	// force_dependecies
+	if c.Duration == 0 {
+		c.TxDepth = min(c.TxDepth, c.Iters)
+		if t.Verb == Send {
+			c.RxDepth = min(c.RxDepth, c.Iters)
+		}
+	}
+	if c.Size > cqModSizeLimit && !c.All {
+		c.CQMod = 1
+	}
+	c.CQMod = min(c.CQMod, c.TxDepth)
+	if c.All {
+		if t.Verb == Atomic {
+			return fmt.Errorf("%w: message size cannot be changed for atomic tests", ErrUsage)
+		}
+		if c.Duration > 0 {
+			return fmt.Errorf("%w: duration mode doesn't support running on all sizes", ErrUsage)
+		}
+		c.Size = MaxSize
+	}
+	if t.Verb == Atomic && c.Size != defSizeAtomic {
+		return fmt.Errorf("%w: message size cannot be changed for atomic tests", ErrUsage)
+	}
+	if c.Duration > 0 {
+		c.Iters = 0
+		secs := int(c.Duration / time.Second)
+		c.margin = time.Duration(secs/4) * time.Second
+		if c.Duration <= 2*c.margin {
+			return fmt.Errorf("%w: duration %v too short for margin %v", ErrUsage, c.Duration, c.margin)
+		}
+	}
+	return nil
+}

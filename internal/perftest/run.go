@@ -1,0 +1,507 @@
+// Run: one side of a perftest-compatible test, following the sequence of
+// perftest's programs message for message so either side can be perftest.
+
+package perftest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/softrdma/softrdma/verbs"
+)
+
+// cacheLineSize is what softrdma announces as its cache-line size.
+const cacheLineSize = 64
+
+// ErrTest is wrapped by errors from the RDMA part of a test (failed
+// completions, a stalled peer).
+var ErrTest = errors.New("perftest")
+
+// Hooks let tests and the CLI watch a run's progress.
+type Hooks struct {
+	// Listening is called with the server's TCP listener address.
+	Listening func(net.Addr)
+	// Listener, if set, is used by the server instead of listening on
+	// Config.Port; Run closes it.
+	Listener net.Listener
+}
+
+// Run runs one side of the test described by cfg on dev. The server listens
+// on cfg.Port; the client connects to cfg.Server. The report goes to cfg.Out.
+func Run(ctx context.Context, cfg Config, dev *verbs.Device, hooks *Hooks) error {
+	if err := cfg.Normalize(); err != nil {
+		return err
+	}
+	s := &side{cfg: &cfg, dev: dev}
+	if hooks != nil {
+		s.hooks = *hooks
+	}
+	return s.run(ctx)
+}
+
+type side struct {
+	cfg   *Config
+	dev   *verbs.Device
+	hooks Hooks
+	conn  *Conn
+
+	gidIndex  int
+	gid       verbs.GID
+	mtu       verbs.MTU
+	cycle     int // cycle buffer (page size, the larger of both sides)
+	cacheLine int
+	buffSize  int // per-QP region: max(size, cycle)
+	outReads  int
+
+	pd       *verbs.PD
+	mr       *verbs.MR
+	buf      []byte
+	scq, rcq *verbs.CQ
+	qps      []*verbs.QP
+	my, rem  []Dest
+	recv     *recvState
+}
+
+func (s *side) run(ctx context.Context) error {
+	c := s.cfg
+	if err := s.pickGIDAndMTU(); err != nil {
+		return err
+	}
+	var err error
+	if c.IsServer() {
+		l := s.hooks.Listener
+		if l == nil {
+			var lerr error
+			if l, lerr = Listen(c.Port); lerr != nil {
+				return lerr
+			}
+		}
+		if s.hooks.Listening != nil {
+			s.hooks.Listening(l.Addr())
+		}
+		fmt.Fprint(c.Out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		s.conn, err = Accept(ctx, l)
+		l.Close()
+	} else {
+		s.conn, err = Dial(ctx, net.JoinHostPort(c.Server, strconv.Itoa(c.Port)))
+	}
+	if err != nil {
+		return err
+	}
+	defer s.conn.Close()
+	if err := s.conn.ExchangeVersions(); err != nil {
+		return err
+	}
+	if s.cycle, s.cacheLine, err = s.conn.ExchangeSysData(os.Getpagesize(), cacheLineSize); err != nil {
+		return err
+	}
+	mtu, err := s.conn.ExchangeMTU(int(s.mtu))
+	if err != nil {
+		return err
+	}
+	s.mtu = verbs.MTU(mtu)
+	if err := s.setup(); err != nil {
+		return err
+	}
+	defer s.teardown()
+	testInfo(c.Out, c, s.dev.Name(), s.mtu.Bytes(), s.gidIndex, s.outReads)
+	err = s.sequence(ctx)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// pickGIDAndMTU applies -x and -m against the device.
+func (s *side) pickGIDAndMTU() error {
+	c := s.cfg
+	gids := s.dev.GIDs()
+	s.gidIndex = c.GIDIndex
+	if s.gidIndex < 0 {
+		s.gidIndex = 0
+		for i, g := range gids {
+			if g.Addr().Is4() {
+				s.gidIndex = i
+				break
+			}
+		}
+	}
+	g, err := s.dev.QueryGID(1, s.gidIndex)
+	if err != nil {
+		return fmt.Errorf("%w: GID index %d: %v", ErrUsage, s.gidIndex, err)
+	}
+	s.gid = g
+	port, err := s.dev.QueryPort(1)
+	if err != nil {
+		return err
+	}
+	s.mtu = port.ActiveMTU
+	if c.MTU != 0 {
+		m := verbs.MTUFromBytes(c.MTU)
+		if m > port.ActiveMTU {
+			fmt.Fprintf(c.Out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", port.ActiveMTU)
+			m = port.ActiveMTU
+		}
+		s.mtu = m
+	}
+	return nil
+}
+
+func inc(size, cacheLine int) int {
+	if size > cacheLine {
+		return (size + cacheLine - 1) / cacheLine * cacheLine
+	}
+	return cacheLine
+}
+
+// setup creates the PD, the buffer with its MR, the CQs and the QPs in INIT,
+// and fills in this side's keys (set_up_connection).
+func (s *side) setup() error {
+	c := s.cfg
+	var err error
+	s.buffSize = max(c.Size, s.cycle)
+	total := inc(s.buffSize, s.cacheLine)*2*c.NumQPs + s.cacheLine
+	if s.pd, err = s.dev.AllocPD(); err != nil {
+		return err
+	}
+	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+	if c.Test.Verb == Atomic {
+		access |= verbs.AccessRemoteAtomic
+	}
+	if s.mr, err = s.pd.AllocMR(total, access); err != nil {
+		return err
+	}
+	s.buf = s.mr.Buf()
+	// perftest fills the buffer with random bytes; a pattern does as well.
+	for i := range s.buf {
+		s.buf[i] = byte(i * 7)
+	}
+	// The buffer's first byte of each region starts at zero for write_lat's
+	// counter polling.
+	if !c.Test.BW && c.Test.Verb == Write {
+		clear(s.buf)
+	}
+	if s.scq, err = s.dev.CreateCQ(c.TxDepth*c.NumQPs+16, nil); err != nil {
+		return err
+	}
+	if s.rcq, err = s.dev.CreateCQ(c.RxDepth*c.NumQPs+16, nil); err != nil {
+		return err
+	}
+	s.outReads = 1
+	if c.Test.Verb == Read || c.Test.Verb == Atomic {
+		s.outReads = s.dev.QueryDevice().MaxQPRdAtom
+	}
+	qpAccess := map[Verb]verbs.Access{
+		Atomic: verbs.AccessRemoteAtomic, Read: verbs.AccessRemoteRead,
+		Write: verbs.AccessRemoteWrite, Send: verbs.AccessRemoteWrite | verbs.AccessLocalWrite,
+	}[c.Test.Verb]
+	recvWR := 1
+	if c.Test.Verb == Send {
+		recvWR = c.RxDepth
+	}
+	if c.Inline > verbs.MaxInline {
+		return fmt.Errorf("%w: inline size %d is above the device's %d", ErrUsage, c.Inline, verbs.MaxInline)
+	}
+	var rnd [4]byte
+	for i := 0; i < c.NumQPs; i++ {
+		qp, err := s.pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
+			Cap: verbs.QPCap{MaxSendWR: c.TxDepth, MaxRecvWR: recvWR, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: c.Inline}})
+		if err != nil {
+			return err
+		}
+		s.qps = append(s.qps, qp)
+		if err := qp.Modify(&verbs.QPAttr{State: verbs.StateInit, PortNum: 1, AccessFlags: qpAccess},
+			verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+			return fmt.Errorf("QP to INIT: %w", err)
+		}
+		_, _ = rand.Read(rnd[:])
+		s.my = append(s.my, Dest{
+			OutReads: uint32(s.outReads), QPN: qp.QPN(), PSN: binary.BigEndian.Uint32(rnd[:]) & 0xffffff,
+			RKey: s.mr.RKey(), VAddr: s.mr.Addr() + uint64((c.NumQPs+i)*s.buffSize), GID: s.gid,
+		})
+	}
+	s.rem = make([]Dest, c.NumQPs)
+	return nil
+}
+
+func (s *side) teardown() {
+	for _, qp := range s.qps {
+		qp.Destroy()
+	}
+	if s.scq != nil {
+		s.scq.Destroy()
+	}
+	if s.rcq != nil {
+		s.rcq.Destroy()
+	}
+	if s.mr != nil {
+		s.mr.Dereg()
+	}
+	if s.pd != nil {
+		s.pd.Dealloc()
+	}
+}
+
+// exchangeKeys swaps every QP's keys, keeping the peer's.
+func (s *side) exchangeKeys() error {
+	for i := range s.my {
+		d, err := s.conn.ExchangeDest(&s.my[i])
+		if err != nil {
+			return err
+		}
+		s.rem[i] = d
+	}
+	first, peer := verbs.GID(s.my[0].GID).Addr().Is4(), verbs.GID(s.rem[0].GID).Addr().Is4()
+	if first != peer {
+		return fmt.Errorf("%w: found incompatibility issue with GID types (local %v, remote %v): use the same IP version on both sides",
+			ErrExchange, verbs.GID(s.my[0].GID), verbs.GID(s.rem[0].GID))
+	}
+	return nil
+}
+
+// printKeys prints the local lines, then swaps keys again and prints the
+// remote lines, as perftest does after connecting.
+func (s *side) printKeys() error {
+	for i := range s.my {
+		printDest(s.cfg.Out, "local", s.cfg.Test.Verb, &s.my[i])
+	}
+	for i := range s.my {
+		d, err := s.conn.ExchangeDest(&s.my[i])
+		if err != nil {
+			return err
+		}
+		printDest(s.cfg.Out, "remote", s.cfg.Test.Verb, &d)
+	}
+	return nil
+}
+
+// connect moves every QP to RTR, and to RTS unless this is a bw server
+// (ctx_connect).
+func (s *side) connect() error {
+	c := s.cfg
+	for i, qp := range s.qps {
+		r := &s.rem[i]
+		err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, PathMTU: s.mtu, DestQPN: r.QPN, RQPSN: r.PSN,
+			AH:              verbs.AHAttr{DGID: verbs.GID(r.GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1},
+			MaxDestRdAtomic: min(int(s.my[i].OutReads), verbs.MaxQPRdAtom), MinRNRTimer: 12},
+			verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
+		if err != nil {
+			return fmt.Errorf("QP %#x to RTR: %w", qp.QPN(), err)
+		}
+		if !c.Test.BW || !c.IsServer() {
+			err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: s.my[i].PSN, Timeout: c.Timeout, RetryCnt: 7, RNRRetry: 7,
+				MaxRdAtomic: min(max(int(r.OutReads), 1), verbs.MaxQPRdAtom)},
+				verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
+			if err != nil {
+				return fmt.Errorf("QP %#x to RTS: %w", qp.QPN(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// sizes returns the message sizes to run: all powers of two with -a.
+func (s *side) sizes() []int {
+	if !s.cfg.All {
+		return []int{s.cfg.Size}
+	}
+	var out []int
+	for i := 1; i < 24; i++ {
+		out = append(out, 1<<i)
+	}
+	return out
+}
+
+// sequence runs the exchange and the test in the order of the perftest
+// program for the test and role.
+func (s *side) sequence(ctx context.Context) error {
+	c := s.cfg
+	out := c.Out
+	t := c.Test
+	sync0 := func() error { return s.conn.Sync(&s.my[0]) }
+	switch {
+	case t.BW && t.Verb != Send: // write_bw, read_bw, atomic_bw
+		if err := s.exchangeKeys(); err != nil {
+			return err
+		}
+		if err := s.connect(); err != nil {
+			return err
+		}
+		if err := s.printKeys(); err != nil {
+			return err
+		}
+		if err := sync0(); err != nil {
+			return err
+		}
+		fmt.Fprint(out, ResultLine+c.bwHeader())
+		if c.IsServer() {
+			if err := sync0(); err != nil {
+				return err
+			}
+			r, err := s.conn.ExchangeBWReport(BWReport{})
+			if err != nil {
+				return err
+			}
+			printBW(out, r, c.Gbits)
+			if err := s.conn.Finish(&s.my[0]); err != nil {
+				return err
+			}
+			fmt.Fprint(out, ResultLine)
+			return nil
+		}
+		var last BWReport
+		for _, size := range s.sizes() {
+			r, err := s.runBW(ctx, size)
+			if err != nil {
+				return err
+			}
+			printBW(out, r, c.Gbits)
+			last = r
+		}
+		fmt.Fprint(out, ResultLine)
+		if err := sync0(); err != nil {
+			return err
+		}
+		if _, err := s.conn.ExchangeBWReport(last); err != nil {
+			return err
+		}
+		return s.conn.Finish(&s.my[0])
+
+	case t.BW: // send_bw
+		if err := s.exchangeKeys(); err != nil {
+			return err
+		}
+		if err := s.connect(); err != nil {
+			return err
+		}
+		if err := sync0(); err != nil {
+			return err
+		}
+		if err := s.printKeys(); err != nil {
+			return err
+		}
+		fmt.Fprint(out, ResultLine+c.bwHeader())
+		for _, size := range s.sizes() {
+			if c.IsServer() {
+				if err := s.postRecvs(size); err != nil {
+					return err
+				}
+			}
+			if err := sync0(); err != nil {
+				return err
+			}
+			var r BWReport
+			var err error
+			if c.IsServer() {
+				r, err = s.runBWServer(ctx, size)
+			} else {
+				r, err = s.runBW(ctx, size)
+			}
+			if err != nil {
+				return err
+			}
+			printBW(out, r, c.Gbits)
+			if c.All {
+				if err := sync0(); err != nil {
+					return err
+				}
+			}
+		}
+		fmt.Fprint(out, ResultLine)
+		return s.conn.Finish(&s.my[0])
+
+	case t.Verb == Send: // send_lat
+		if err := s.exchangeKeys(); err != nil {
+			return err
+		}
+		if err := s.connect(); err != nil {
+			return err
+		}
+		if err := sync0(); err != nil {
+			return err
+		}
+		if err := s.printKeys(); err != nil {
+			return err
+		}
+		s.printLatHeader()
+		for _, size := range s.sizes() {
+			if err := s.postRecvs(size); err != nil {
+				return err
+			}
+			if err := sync0(); err != nil {
+				return err
+			}
+			r, err := s.runLatSend(ctx, size)
+			if err != nil {
+				return err
+			}
+			printLat(out, r)
+		}
+		fmt.Fprint(out, ResultLine)
+		return s.conn.Finish(&s.my[0])
+
+	default: // write_lat, read_lat, atomic_lat
+		if err := sync0(); err != nil {
+			return err
+		}
+		if err := s.exchangeKeys(); err != nil {
+			return err
+		}
+		if err := s.connect(); err != nil {
+			return err
+		}
+		if err := s.printKeys(); err != nil {
+			return err
+		}
+		if err := sync0(); err != nil {
+			return err
+		}
+		if t.Verb == Write {
+			s.printLatHeader()
+			for _, size := range s.sizes() {
+				r, err := s.runLatWrite(ctx, size)
+				if err != nil {
+					return err
+				}
+				printLat(out, r)
+			}
+			fmt.Fprint(out, ResultLine)
+			return nil
+		}
+		if c.IsServer() {
+			// Only the client posts READs or atomics; the server waits.
+			if err := s.conn.Finish(&s.my[0]); err != nil {
+				return err
+			}
+			fmt.Fprint(out, ResultLine)
+			return nil
+		}
+		s.printLatHeader()
+		for _, size := range s.sizes() {
+			r, err := s.runLatRDMA(ctx, size)
+			if err != nil {
+				return err
+			}
+			printLat(out, r)
+		}
+		if err := s.conn.Finish(&s.my[0]); err != nil {
+			return err
+		}
+		fmt.Fprint(out, ResultLine)
+		return nil
+	}
+}
+
+func (s *side) printLatHeader() {
+	h := headerLat
+	if s.cfg.Duration > 0 {
+		h = headerLatDur
+	}
+	fmt.Fprint(s.cfg.Out, ResultLine+h)
+}

@@ -1,0 +1,270 @@
+// Package pcap taps a link: every packet a device sends or receives is
+// written to a pcap file that Wireshark and tshark decode as RoCEv2.
+//
+// A link carries only UDP payloads (BTH through ICRC) and their endpoints, so
+// the tap rebuilds the IP and UDP headers around each packet, as link/udp
+// sends them: IPv4 with Identification 0, Don't Fragment, TTL 64, TOS 0 and a
+// correct header checksum, or IPv6 with hop limit 64, traffic class and flow
+// label 0; UDP with a correct checksum. The file has link type RAW (101):
+// each record starts at the IP header.
+//
+// Sent packets are written after the inner link has sealed their ICRC, with
+// the source address the link sends from, so their ICRC verifies in the file.
+// For received packets a UDP socket does not see the sender's IP header:
+// the tap writes Identification 0 and Don't Fragment for IPv4, so a received
+// IPv4 packet whose sender used another Identification (Linux rxe does) shows
+// an ICRC that does not verify in the file although it was right on the
+// wire. Received IPv6 packets verify (their ICRC covers nothing the tap has
+// to guess), and so do IPv4 packets from softrdma or any sender using
+// Identification 0. Packets a link refuses to send (Send returns an error)
+// may still appear in the file.
+package pcap
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// SnapLen is the snapshot length in the file header: larger than any packet
+// the tap writes.
+const SnapLen = 65535
+
+// LinkType is the link type of the files the tap writes (raw IP).
+const LinkType = layers.LinkTypeRaw
+
+// Writer writes RoCEv2 packets as pcap records with rebuilt IP and UDP
+// headers. It is safe for concurrent use.
+type Writer struct {
+	mu   sync.Mutex
+	bw   *bufio.Writer
+	pw   *pcapgo.Writer
+	c    io.Closer // closed by Close, if not nil
+	buf  gopacket.SerializeBuffer
+	now  func() time.Time
+	err  error // first write error; later writes are skipped
+	nPkt uint64
+}
+
+// NewWriter writes a pcap file header to w and returns a Writer appending
+// records to it. Close flushes the records and closes w if it is an
+// io.Closer.
+func NewWriter(w io.Writer) (*Writer, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	pw := pcapgo.NewWriterNanos(bw)
+	if err := pw.WriteFileHeader(SnapLen, LinkType); err != nil {
+		return nil, fmt.Errorf("pcap: write header: %w", err)
+	}
+	out := &Writer{bw: bw, pw: pw, buf: gopacket.NewSerializeBuffer(), now: time.Now}
+	if c, ok := w.(io.Closer); ok {
+		out.c = c
+	}
+	return out, nil
+}
+
+// Create creates (or truncates) the file at path and returns a Writer on it.
+func Create(path string) (*Writer, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("pcap: %w", err)
+	}
+	w, err := NewWriter(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Frame returns the IP packet (IPv4 or IPv6 after the family of src) that
+// carries the RoCEv2 UDP payload pkt from src to dst, framed as described in
+// the package documentation. Zones are ignored.
+func Frame(src, dst netip.AddrPort, pkt []byte) ([]byte, error) {
+	buf := gopacket.NewSerializeBuffer()
+	if err := frame(buf, src, dst, pkt); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, pkt []byte) error {
+	s, d := src.Addr().Unmap().WithZone(""), dst.Addr().Unmap().WithZone("")
+	if !s.IsValid() || !d.IsValid() || s.Is4() != d.Is4() {
+		return fmt.Errorf("pcap: cannot frame %v -> %v", src, dst)
+	}
+	udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
+	var ip gopacket.SerializableLayer
+	if s.Is4() {
+		ip4 := &layers.IPv4{
+			Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment,
+			Protocol: layers.IPProtocolUDP, SrcIP: net.IP(s.AsSlice()), DstIP: net.IP(d.AsSlice()),
+		}
+		if err := udp.SetNetworkLayerForChecksum(ip4); err != nil {
+			return err
+		}
+		ip = ip4
+	} else {
+		ip6 := &layers.IPv6{
+			Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP,
+			SrcIP: net.IP(s.AsSlice()), DstIP: net.IP(d.AsSlice()),
+		}
+		if err := udp.SetNetworkLayerForChecksum(ip6); err != nil {
+			return err
+		}
+		ip = ip6
+	}
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	return gopacket.SerializeLayers(buf, opts, ip, udp, gopacket.Payload(pkt))
+}
+
+// WritePacket appends one record: pkt (BTH through ICRC) from src to dst.
+func (w *Writer) WritePacket(src, dst netip.AddrPort, pkt []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if err := frame(w.buf, src, dst, pkt); err != nil {
+		return err
+	}
+	data := w.buf.Bytes()
+	ci := gopacket.CaptureInfo{Timestamp: w.now(), CaptureLength: len(data), Length: len(data)}
+	if err := w.pw.WritePacket(ci, data); err != nil {
+		w.err = fmt.Errorf("pcap: write: %w", err)
+		return w.err
+	}
+	w.nPkt++
+	return nil
+}
+
+// Packets returns the number of records written.
+func (w *Writer) Packets() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nPkt
+}
+
+// Flush writes buffered records to the underlying writer.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = fmt.Errorf("pcap: flush: %w", err)
+	}
+	return w.err
+}
+
+// Close flushes the records and closes the underlying writer if it is an
+// io.Closer. Writes after Close fail.
+func (w *Writer) Close() error {
+	err := w.Flush()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.c != nil {
+		err = errors.Join(err, w.c.Close())
+		w.c = nil
+	}
+	if w.err == nil {
+		w.err = errClosed
+	}
+	return err
+}
+
+var errClosed = errors.New("pcap: writer closed")
+
+// Link is a link.Link that passes everything to an inner link and writes
+// each packet sent and received to a Writer.
+type Link struct {
+	inner link.Link
+	w     *Writer
+	addrs []netip.Addr
+	log   func(error)
+	once  sync.Once
+}
+
+// Tap returns a Link wrapping inner that records to w. Closing the Link
+// closes inner, then w. onErr, if not nil, is called once with the first
+// error writing the file; the traffic goes on regardless.
+func Tap(inner link.Link, w *Writer, onErr func(error)) *Link {
+	return &Link{inner: inner, w: w, addrs: inner.Addrs(), log: onErr}
+}
+
+// Addrs returns the inner link's addresses.
+func (l *Link) Addrs() []netip.Addr { return l.inner.Addrs() }
+
+// Port returns the inner link's port.
+func (l *Link) Port() uint16 { return l.inner.Port() }
+
+// Stats returns the inner link's counters.
+func (l *Link) Stats() link.Stats { return l.inner.Stats() }
+
+// Send sends the batch through the inner link (which seals the ICRCs) and
+// then records it.
+func (l *Link) Send(batch []*link.Packet) error {
+	err := l.inner.Send(batch)
+	port := l.inner.Port()
+	for _, p := range batch {
+		if p == nil || p.N < wire.BTHLen+wire.ICRCLen || p.N > len(p.Buf) {
+			continue
+		}
+		src := l.source(p.Src.Addr(), p.Dst.Addr())
+		if !src.IsValid() {
+			continue
+		}
+		l.record(netip.AddrPortFrom(src, port), p.Dst, p.Data())
+	}
+	return err
+}
+
+// source returns the local address a packet to dst leaves from: its given
+// source, or the link's first address of dst's family (what link/udp does).
+func (l *Link) source(src, dst netip.Addr) netip.Addr {
+	if src.IsValid() {
+		return src
+	}
+	want4 := dst.Unmap().Is4()
+	for _, a := range l.addrs {
+		if a.Unmap().Is4() == want4 {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
+
+func (l *Link) record(src, dst netip.AddrPort, pkt []byte) {
+	if err := l.w.WritePacket(src, dst, pkt); err != nil && l.log != nil {
+		l.once.Do(func() { l.log(err) })
+	}
+}
+
+// Start starts the inner link with a handler that records each received
+// packet and then hands the batch to h.
+func (l *Link) Start(h link.Handler) error {
+	return l.inner.Start(link.HandlerFunc(func(batch []*link.Packet) {
+		for _, p := range batch {
+			l.record(p.Src, p.Dst, p.Data())
+		}
+		h.Receive(batch)
+	}))
+}
+
+// Close closes the inner link, then the writer.
+func (l *Link) Close() error {
+	return errors.Join(l.inner.Close(), l.w.Close())
+}
