@@ -39,6 +39,21 @@ type Report struct {
 	// the frame number. ReceivedProblems does the same for the other
 	// direction (the peer's packets).
 	Problems, ReceivedProblems []string
+	// SentNAKs and ReceivedNAKs count packets whose AETH is a NAK;
+	// SentRepeats and ReceivedRepeats count packets other than ACKs that
+	// repeat an earlier packet's destination QP, PSN and opcode
+	// (retransmissions).
+	SentNAKs, ReceivedNAKs       int
+	SentRepeats, ReceivedRepeats int
+
+	seen map[seenKey]bool
+}
+
+type seenKey struct {
+	dst    netip.Addr
+	qpn    wire.QPN
+	psn    wire.PSN
+	opcode wire.Opcode
 }
 
 // Err returns the report's sent-packet problems as one error, or nil.
@@ -51,8 +66,9 @@ func (r *Report) Err() error {
 
 // Summary is a one-line account of the report.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("%d frames; sent %d RoCE packets %s; received %d %s",
-		r.Frames, r.Sent, opsString(r.SentOps), r.Received, opsString(r.ReceivedOps))
+	return fmt.Sprintf("%d frames; sent %d RoCE packets %s, %d NAKs, %d repeats; received %d %s, %d NAKs, %d repeats",
+		r.Frames, r.Sent, opsString(r.SentOps), r.SentNAKs, r.SentRepeats,
+		r.Received, opsString(r.ReceivedOps), r.ReceivedNAKs, r.ReceivedRepeats)
 }
 
 func opsString(m map[string]int) string {
@@ -88,7 +104,7 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 	if r.LinkType() != layers.LinkTypeEthernet {
 		return nil, fmt.Errorf("pcapcheck: %s: link type %v, want Ethernet", path, r.LinkType())
 	}
-	rep := &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{}}
+	rep := newReport()
 	for {
 		data, ci, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
@@ -105,6 +121,10 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 		rep.add(rep.Frames, data, senders)
 	}
 	return rep, nil
+}
+
+func newReport() *Report {
+	return &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{}, seen: map[seenKey]bool{}}
 }
 
 // add checks one Ethernet frame.
@@ -125,10 +145,26 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 	}
 	var problem string
 	op := "?"
+	nak, repeat := false, false
 	if pkt, perr := wire.Parse(roce); perr != nil {
 		problem = fmt.Sprintf("does not parse: %v", perr)
 	} else {
 		op = pkt.Opcode().String()
+		if a := pkt.AETH(); a != nil {
+			nak = a.Syndrome().IsNAK()
+		}
+		if pkt.Opcode() != wire.RCAcknowledge {
+			k := seenKey{fr.Dst, pkt.BTH().DestQP(), pkt.BTH().PSN(), pkt.Opcode()}
+			repeat = rep.seen[k]
+			rep.seen[k] = true
+		}
+	}
+	if sent {
+		rep.SentNAKs += b2i(nak)
+		rep.SentRepeats += b2i(repeat)
+	} else {
+		rep.ReceivedNAKs += b2i(nak)
+		rep.ReceivedRepeats += b2i(repeat)
 	}
 	if problem == "" && !wire.VerifyICRC(&fr, roce) {
 		problem = fmt.Sprintf("%s: ICRC %08x is wrong for its IP header (want %08x)", op,
@@ -229,4 +265,11 @@ func tshark(path, filter string, fields ...string) (string, error) {
 		return "", fmt.Errorf("tshark -Y %s: %v: %s", strconv.Quote(filter), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -207,7 +207,7 @@ func FuzzAdd(f *testing.F) {
 	f.Add(frame(hostA, peerB, 64, nil))
 	f.Add(frame(host6, peer6, 0, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rep := &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{}}
+		rep := newReport()
 		rep.add(1, b, []netip.Addr{hostA, host6})
 		if rep.Sent+rep.Received > 1 || len(rep.Problems) > rep.Sent {
 			t.Fatalf("one frame counted as %d sent, %d received, %d problems", rep.Sent, rep.Received, len(rep.Problems))
