@@ -291,18 +291,22 @@ func (x *Conn) ExchangeVersions() error {
 }
 
 // ExchangeSysData swaps the cycle-buffer (page) and cache-line sizes and
-// returns the larger of each, as both sides then use.
+// returns the larger of each, as both sides then use. perftest exchanges the
+// two numbers one after the other, each as its own write-then-read (client)
+// or read-then-write (server), so a server that waited for both numbers at
+// once would deadlock with perftest's client.
 func (x *Conn) ExchangeSysData(cycleBuffer, cacheLine int) (int, int, error) {
-	mine := make([]byte, 8)
-	binary.BigEndian.PutUint32(mine, uint32(cycleBuffer))
-	binary.BigEndian.PutUint32(mine[4:], uint32(cacheLine))
-	// perftest sends the two numbers as two messages; on a stream that is
-	// the same bytes in the same order.
-	rem, err := x.Exchange(mine, 8, "buffer and cache-line sizes")
-	if err != nil {
-		return 0, 0, err
+	var rem [2]int32
+	for i, v := range []int{cycleBuffer, cacheLine} {
+		mine := make([]byte, 4)
+		binary.BigEndian.PutUint32(mine, uint32(v))
+		b, err := x.Exchange(mine, 4, "buffer and cache-line sizes")
+		if err != nil {
+			return 0, 0, err
+		}
+		rem[i] = int32(binary.BigEndian.Uint32(b))
 	}
-	rc, rl := int32(binary.BigEndian.Uint32(rem)), int32(binary.BigEndian.Uint32(rem[4:]))
+	rc, rl := rem[0], rem[1]
 	if rc < 0 || rc > 1<<30 || rl < 0 || rl > 1<<20 {
 		return 0, 0, exErr("peer's buffer size %d or cache-line size %d is out of range", rc, rl)
 	}
