@@ -291,22 +291,21 @@ func (x *Conn) ExchangeVersions() error {
 }
 
 // ExchangeSysData swaps the cycle-buffer (page) and cache-line sizes and
-// returns the larger of each, as both sides then use. perftest exchanges the
-// two numbers one after the other, each as its own write-then-read (client)
-// or read-then-write (server), so a server that waited for both numbers at
-// once would deadlock with perftest's client.
+// returns the larger of each, as both sides then use.
 func (x *Conn) ExchangeSysData(cycleBuffer, cacheLine int) (int, int, error) {
-	var rem [2]int32
+	// Two messages, as perftest sends them: it reads each with one read()
+	// and answers before reading the next.
+	var rem [2]uint32
 	for i, v := range []int{cycleBuffer, cacheLine} {
 		mine := make([]byte, 4)
 		binary.BigEndian.PutUint32(mine, uint32(v))
-		b, err := x.Exchange(mine, 4, "buffer and cache-line sizes")
+		b, err := x.Exchange(mine, 4, []string{"buffer size", "cache-line size"}[i])
 		if err != nil {
 			return 0, 0, err
 		}
-		rem[i] = int32(binary.BigEndian.Uint32(b))
+		rem[i] = binary.BigEndian.Uint32(b)
 	}
-	rc, rl := rem[0], rem[1]
+	rc, rl := int32(rem[0]), int32(rem[1])
 	if rc < 0 || rc > 1<<30 || rl < 0 || rl > 1<<20 {
 		return 0, 0, exErr("peer's buffer size %d or cache-line size %d is out of range", rc, rl)
 	}
@@ -342,11 +341,17 @@ func (x *Conn) Sync(d *Dest) error {
 	return err
 }
 
-// ExchangeBWReport swaps bw reports.
+// ExchangeBWReport swaps bw reports, one field per exchange as perftest
+// does (it answers each before reading the next).
 func (x *Conn) ExchangeBWReport(r BWReport) (BWReport, error) {
-	rem, err := x.Exchange(MarshalBWReport(r), bwReportSize, "bw report")
-	if err != nil {
-		return BWReport{}, err
+	mine := MarshalBWReport(r)
+	rem := make([]byte, 0, bwReportSize)
+	for off := 0; off < bwReportSize; off += 8 {
+		b, err := x.Exchange(mine[off:off+8], 8, "bw report")
+		if err != nil {
+			return BWReport{}, err
+		}
+		rem = append(rem, b...)
 	}
 	return ParseBWReport(rem)
 }

@@ -490,12 +490,17 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 	var last *lat
 	r, err := s.latLoop(size, 2, func(n uint64, l *lat) error {
 		last = l
+		var stopped error
 		if !(n == 0 && server) {
 			want := byte(n + 1)
 			if server {
 				want = byte(n)
 			}
-			if err := wait(want, l); err != nil {
+			if err := wait(want, l); errors.Is(err, errStop) {
+				// Like perftest, write once more when time is up: a peer
+				// spinning on its buffer may only notice the end that way.
+				stopped = err
+			} else if err != nil {
 				return err
 			}
 		}
@@ -511,10 +516,16 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 		if wc[0].Status != verbs.Success {
 			return wcError(&wc[0], "RDMA_Write")
 		}
-		return nil
+		return stopped
 	})
-	// The server's last write is answered once more.
-	if err == nil && server && s.cfg.Duration == 0 {
+	switch {
+	case err != nil:
+	case s.cfg.Duration > 0:
+		// write_lat has no closing exchange: stay a moment so that the
+		// peer's last write is acknowledged before the QP goes away.
+		time.Sleep(time.Second)
+	case server:
+		// The server's last write is answered once more.
 		err = wait(byte(s.cfg.Iters), last)
 	}
 	return r, err

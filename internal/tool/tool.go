@@ -133,13 +133,11 @@ func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Devic
 	}
 	mtuIfc := ifc
 	if mtuIfc == nil {
-		mtuIfc, _ = interfaceOf(addrs[0])
+		mtuIfc, _ = InterfaceOf(addrs[0])
 	}
 	mtu := verbs.MTU1024
 	if mtuIfc != nil {
-		if m := verbs.MTUFromBytes(min(mtuIfc.MTU-rxeHeaderRoom, 4096)); m != 0 {
-			mtu = m
-		}
+		mtu = PathMTU(mtuIfc.MTU)
 	}
 
 	port := uint16(f.RoCEPort)
@@ -193,7 +191,7 @@ func (f *Flags) addrs(local netip.Addr) ([]netip.Addr, *net.Interface, error) {
 		}
 		ifc = i
 	case local.IsValid():
-		i, err := interfaceOf(local)
+		i, err := InterfaceOf(local)
 		if err != nil || i.Flags&net.FlagLoopback != 0 {
 			// Loopback: bind only the address in use, so that other
 			// processes can use other loopback addresses.
@@ -294,8 +292,17 @@ func FirstInterface() (*net.Interface, error) {
 	return nil, errors.New("no network interface is up with an IP address: name one with -d or give addresses with --bind")
 }
 
-// interfaceOf returns the interface owning a.
-func interfaceOf(a netip.Addr) (*net.Interface, error) {
+// PathMTU returns the largest path MTU of an interface MTU, as Linux rxe
+// computes it (1500 gives 1024), and at least MTU256.
+func PathMTU(ifMTU int) verbs.MTU {
+	if m := verbs.MTUFromBytes(min(ifMTU-rxeHeaderRoom, 4096)); m != 0 {
+		return m
+	}
+	return verbs.MTU256
+}
+
+// InterfaceOf returns the interface owning a.
+func InterfaceOf(a netip.Addr) (*net.Interface, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, err

@@ -8,8 +8,8 @@
 // label 0; UDP with a correct checksum. The file has link type RAW (101):
 // each record starts at the IP header.
 //
-// Sent packets are written after the inner link has sealed their ICRC, with
-// the source address the link sends from, so their ICRC verifies in the file.
+// Sent packets are written with the source address the link sends from and
+// an ICRC sealed for it, so their ICRC verifies in the file.
 // For received packets a UDP socket does not see the sender's IP header:
 // the tap writes Identification 0 and Don't Fragment for IPv4, so a received
 // IPv4 packet whose sender used another Identification (Linux rxe does) shows
@@ -17,7 +17,8 @@
 // wire. Received IPv6 packets verify (their ICRC covers nothing the tap has
 // to guess), and so do IPv4 packets from softrdma or any sender using
 // Identification 0. Packets a link refuses to send (Send returns an error)
-// may still appear in the file.
+// may still appear in the file; packets the inner link drops on receive (bad
+// ICRC, too short) never reach the tap and do not.
 package pcap
 
 import (
@@ -214,34 +215,38 @@ func (l *Link) Port() uint16 { return l.inner.Port() }
 // Stats returns the inner link's counters.
 func (l *Link) Stats() link.Stats { return l.inner.Stats() }
 
-// Send sends the batch through the inner link (which seals the ICRCs) and
-// then records it.
+// Send records the batch and sends it through the inner link. Records are
+// written first, so that they come before any answer the reader records; the
+// tap seals each packet's ICRC for the framing link/udp uses (the inner link
+// seals it again, to the same value for link/udp).
 func (l *Link) Send(batch []*link.Packet) error {
-	err := l.inner.Send(batch)
 	port := l.inner.Port()
 	for _, p := range batch {
 		if p == nil || p.N < wire.BTHLen+wire.ICRCLen || p.N > len(p.Buf) {
 			continue
 		}
 		src := l.source(p.Src.Addr(), p.Dst.Addr())
-		if !src.IsValid() {
-			continue
+		if !src.IsValid() || src.Is4() != p.Dst.Addr().Unmap().Is4() {
+			continue // the inner link refuses it
 		}
+		fr := wire.Framing{Src: src, Dst: p.Dst.Addr().Unmap(), SrcPort: port, DstPort: p.Dst.Port(),
+			IPv4Frag: wire.IPv4DontFragment}
+		wire.Seal(&fr, p.Data())
 		l.record(netip.AddrPortFrom(src, port), p.Dst, p.Data())
 	}
-	return err
+	return l.inner.Send(batch)
 }
 
 // source returns the local address a packet to dst leaves from: its given
 // source, or the link's first address of dst's family (what link/udp does).
 func (l *Link) source(src, dst netip.Addr) netip.Addr {
 	if src.IsValid() {
-		return src
+		return src.Unmap()
 	}
 	want4 := dst.Unmap().Is4()
 	for _, a := range l.addrs {
 		if a.Unmap().Is4() == want4 {
-			return a
+			return a.Unmap()
 		}
 	}
 	return netip.Addr{}

@@ -135,7 +135,7 @@ func TestTapRecordsBothWays(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.N = n
-			p.Dst = netip.AddrPortFrom(a, peer.Port())
+			p.Src, p.Dst = netip.AddrPort{}, netip.AddrPortFrom(a, peer.Port()) // the link picks the source
 			if err := tap.Send([]*link.Packet{p}); err != nil {
 				t.Fatal(err)
 			}
