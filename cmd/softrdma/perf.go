@@ -51,23 +51,6 @@ func (s *sizeValue) Set(v string) error {
 	return nil
 }
 
-// parseInterspersed parses flags that may come before or after the
-// positional arguments, as getopt does.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 func perfUsage(w io.Writer) {
 	names := append([]string(nil), perftest.TestNames...)
 	sort.Strings(names)
