@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/interop/peer"
@@ -167,5 +169,35 @@ func rcPingpongClient(ctx context.Context, p *peer.Peer, local, server netip.Add
 			pendingSend, pendingRecv = true, true
 		}
 	}
+	return nil
+}
+
+// verbsClient runs the guest's ibv_rc_pingpong as server against
+// rcPingpongClient over GID index gid (local is the matching host address).
+func (s *suite) verbsClient(t *testing.T, ctx context.Context, local netip.Addr, gid int) error {
+	const size, iters = 4096, 20
+	srv, err := s.p.Start(ctx, fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g %d -s %d -n %d", gid, size, iters))
+	if err != nil {
+		return err
+	}
+	if err := s.listening(ctx, side{Guest: "ibv_rc_pingpong"}, nil); err != nil {
+		srv.Stop()
+		return err
+	}
+	if err := rcPingpongClient(ctx, s.p, local, peer.GuestIPv4, size, iters, 0xa5); err != nil {
+		srv.Stop()
+		return fmt.Errorf("softrdma verbs client: %w", err)
+	}
+	r, err := srv.Wait()
+	if err != nil {
+		return err
+	}
+	if err := peer.Failed(r); err != nil {
+		return fmt.Errorf("ibv_rc_pingpong server: %w\n%s", err, r.Stdout)
+	}
+	if err := pingpongReport(string(r.Stdout), size, iters); err != nil {
+		return fmt.Errorf("ibv_rc_pingpong server: %w\n%s", err, r.Stdout)
+	}
+	t.Logf("guest server: %s", strings.Join(strings.Fields(lastLines(string(r.Stdout), 2)), " "))
 	return nil
 }

@@ -7,20 +7,25 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/interop/pcapcheck"
 	"github.com/softrdma/softrdma/interop/peer"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // suite is the state shared by the cases of one run.
 type suite struct {
 	p   *peer.Peer
-	out string // captures and logs; kept on failure or with SOFTRDMA_INTEROP_OUT
+	ctx context.Context // canceled by SIGINT or SIGTERM: the cases end, the cleanups run
+	bin string          // the softrdma command
+	out string          // captures and logs; kept on failure or with SOFTRDMA_INTEROP_OUT
 
 	mu      sync.Mutex
 	timings []string
@@ -35,7 +40,9 @@ func newSuite(t *testing.T) *suite {
 	if err := peer.CheckHost(); err != nil {
 		t.Fatalf("the interop suite needs root, /dev/net/tun and the host packages .ci/run installs: %v", err)
 	}
-	s := &suite{out: os.Getenv("SOFTRDMA_INTEROP_OUT")}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	t.Cleanup(stop)
+	s := &suite{ctx: ctx, out: os.Getenv("SOFTRDMA_INTEROP_OUT")}
 	keep := s.out != ""
 	if s.out == "" {
 		d, err := os.MkdirTemp("", "softrdma-interop-")
@@ -54,10 +61,10 @@ func newSuite(t *testing.T) *suite {
 			os.RemoveAll(s.out)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	p, err := peer.Boot(ctx, peer.Config{
+	p, err := peer.Boot(bctx, peer.Config{
 		Namespace: fmt.Sprintf("srdma-interop-%d", os.Getpid()),
 		WorkDir:   filepath.Join(s.out, "peer"), KeepWorkDir: true,
 		Logf: t.Logf,
@@ -88,8 +95,9 @@ func (s *suite) record(name string, d time.Duration, note string) {
 type caseFunc func(t *testing.T, ctx context.Context) error
 
 // run runs fn as subtest name under a capture of the tap and a time bound,
-// then checks every packet softrdma sent.
-func (s *suite) run(t *testing.T, name string, limit time.Duration, fn caseFunc) {
+// then checks every packet softrdma sent, and calls each post with the
+// capture's report.
+func (s *suite) run(t *testing.T, name string, limit time.Duration, fn caseFunc, post ...func(*testing.T, *pcapcheck.Report)) {
 	t.Run(name, func(t *testing.T) {
 		start := time.Now()
 		result := "FAIL"
@@ -99,7 +107,19 @@ func (s *suite) run(t *testing.T, name string, limit time.Duration, fn caseFunc)
 			}
 			s.record(name, time.Since(start), result)
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		// Leave time for the cleanups before go test's -timeout panics
+		// (which would skip them).
+		if dl, ok := t.Deadline(); ok {
+			left := time.Until(dl) - 90*time.Second
+			if left <= 0 {
+				t.Fatal("not run: go test's -timeout leaves no time (run with -timeout 40m)")
+			}
+			limit = min(limit, left)
+		}
+		if s.ctx.Err() != nil {
+			t.Fatal("not run: the suite was interrupted")
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, limit)
 		defer cancel()
 		file := filepath.Join(s.out, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".pcap")
 		capt, err := s.p.StartCapture(ctx, file)
@@ -135,6 +155,9 @@ func (s *suite) run(t *testing.T, name string, limit time.Duration, fn caseFunc)
 		if ferr == nil && rep.Sent == 0 {
 			t.Error("softrdma sent no RoCE packets in this case")
 		}
+		for _, f := range post {
+			f(t, rep)
+		}
 	})
 }
 
@@ -150,6 +173,8 @@ func (s *suite) guest(ctx context.Context, cmd string) (*peer.Result, error) {
 	return r, nil
 }
 
+// TestInterop is the whole suite: one peer, booted once, and every case
+// against it; see README.md for the matrix.
 func TestInterop(t *testing.T) {
 	suiteStart := time.Now()
 	s := newSuite(t)
@@ -165,31 +190,99 @@ func TestInterop(t *testing.T) {
 		gid   int
 	}{{"ipv4", peer.HostIPv4, 1}, {"ipv6", peer.HostIPv6, 2}} {
 		s.run(t, "verbs-client/rc_pingpong/"+g.name, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
-			srv, err := s.p.Start(ctx, fmt.Sprintf("ibv_rc_pingpong -d rxe0 -g %d -s 4096 -n 20", g.gid))
-			if err != nil {
-				return err
-			}
-			time.Sleep(time.Second) // the server's listening socket (the client also retries)
-			cerr := retryRefused(ctx, func() error {
-				return rcPingpongClient(ctx, s.p, g.local, peer.GuestIPv4, 4096, 20, 0xa5)
-			})
-			if cerr != nil {
-				srv.Stop()
-				return fmt.Errorf("softrdma client: %w", cerr)
-			}
-			r, err := srv.Wait()
-			if err != nil {
-				return err
-			}
-			if err := peer.Failed(r); err != nil {
-				return fmt.Errorf("ibv_rc_pingpong server: %w", err)
-			}
-			if !strings.Contains(string(r.Stdout), "20 iters") {
-				return fmt.Errorf("ibv_rc_pingpong server did not report 20 iterations:\n%s", r.Stdout)
-			}
-			t.Logf("guest server: %s", strings.TrimSpace(string(r.Stdout)))
-			return nil
+			return s.verbsClient(t, ctx, g.local, g.gid)
 		})
+	}
+	s.bin = buildSoftrdma(t, s.out)
+	if !hasCommand(s.bin, "pingpong") || !hasCommand(s.bin, "perf") {
+		t.Fatalf("%s lacks the pingpong or perf command", s.bin)
+	}
+
+	// Path MTU 1024 (netdev MTU 1500).
+	s.pingpongMatrix(t, "", 0)
+	s.perftestMatrix(t, "", perftestCases)
+
+	// Path MTU 4096: tap and guest eth0 at 4200; rxe follows the netdev.
+	t.Run("mtu4096", func(t *testing.T) { s.setMTU(t, 4200, 4096) })
+	big := func(t *testing.T, rep *pcapcheck.Report) {
+		if want := wire.BTHLen + 4096 + wire.ICRCLen; rep.SentMaxLen < want || rep.ReceivedMaxLen < want {
+			t.Errorf("largest packets: sent %d B, received %d B; want at least %d (4096 B payloads)", rep.SentMaxLen, rep.ReceivedMaxLen, want)
+		}
+	}
+	for _, role := range []string{"client", "server"} {
+		c := pingpongCase{typ: "rc", size: 16384, iters: 20, mtu: 4096}
+		s.run(t, "mtu4096/pingpong/rc/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runPingpong(t, ctx, c, role, 1)
+		}, big)
+	}
+	s.perftestMatrix(t, "mtu4096/", []perftestCase{
+		{test: "write_bw", size: 65536, iters: 200},
+		{test: "read_bw", size: 65536, iters: 200},
+		{test: "send_bw", size: 65536, iters: 200},
+	}, big)
+	t.Run("mtu1024", func(t *testing.T) { s.setMTU(t, 1500, 1024) })
+
+	// Loss: nftables in the namespace drops every lossEvery-th RoCE packet
+	// in each direction, so both sides retransmit and NAK.
+	s.lossPhase(t)
+}
+
+// perftestMatrix runs every perftest case with softrdma as client and as
+// server over GID index gid.
+func (s *suite) perftestMatrix(t *testing.T, prefix string, cases []perftestCase, post ...func(*testing.T, *pcapcheck.Report)) {
+	for _, c := range cases {
+		name := c.name
+		if name == "" {
+			name = c.test
+		}
+		for _, role := range []string{"client", "server"} {
+			s.run(t, fmt.Sprintf("%sperftest/%s/softrdma-%s", prefix, name, role), 3*time.Minute, func(t *testing.T, ctx context.Context) error {
+				return s.runPerftest(t, ctx, c, role, 1)
+			}, post...)
+		}
+	}
+}
+
+// pingpongMatrix runs every pingpong type in both roles over the IPv4 and
+// the IPv6 GID.
+func (s *suite) pingpongMatrix(t *testing.T, prefix string, mtu int) {
+	for _, typ := range []string{"rc", "uc", "ud", "srq"} {
+		size := 4096 // several packets per message at MTU 1024
+		if typ == "ud" {
+			size = 512 // one packet, below the MTU
+		}
+		for _, gid := range []int{1, 2} {
+			ipv := map[int]string{1: "ipv4", 2: "ipv6"}[gid]
+			for _, role := range []string{"client", "server"} {
+				c := pingpongCase{typ: typ, size: size, iters: 20, mtu: mtu}
+				s.run(t, fmt.Sprintf("%spingpong/%s/%s/softrdma-%s", prefix, typ, ipv, role), 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+					return s.runPingpong(t, ctx, c, role, gid)
+				})
+			}
+		}
+	}
+}
+
+// setMTU sets the link MTU and checks rxe's active MTU.
+func (s *suite) setMTU(t *testing.T, netdev, active int) {
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	if err := s.p.SetMTU(ctx, netdev); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("active_mtu:\t\t%d", active)
+	for {
+		r, err := s.guest(ctx, "ibv_devinfo -d rxe0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(r.Stdout), want) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("rxe0 did not reach %s:\n%s", want, r.Stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -45,6 +45,9 @@ type Report struct {
 	// (retransmissions).
 	SentNAKs, ReceivedNAKs       int
 	SentRepeats, ReceivedRepeats int
+	// SentMaxLen and ReceivedMaxLen are the largest RoCE packets (BTH to
+	// ICRC, in bytes) in each direction.
+	SentMaxLen, ReceivedMaxLen int
 
 	seen map[seenKey]bool
 }
@@ -66,9 +69,9 @@ func (r *Report) Err() error {
 
 // Summary is a one-line account of the report.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("%d frames; sent %d RoCE packets %s, %d NAKs, %d repeats; received %d %s, %d NAKs, %d repeats",
-		r.Frames, r.Sent, opsString(r.SentOps), r.SentNAKs, r.SentRepeats,
-		r.Received, opsString(r.ReceivedOps), r.ReceivedNAKs, r.ReceivedRepeats)
+	return fmt.Sprintf("%d frames; sent %d RoCE packets %s, %d NAKs, %d repeats, largest %d B; received %d %s, %d NAKs, %d repeats, largest %d B",
+		r.Frames, r.Sent, opsString(r.SentOps), r.SentNAKs, r.SentRepeats, r.SentMaxLen,
+		r.Received, opsString(r.ReceivedOps), r.ReceivedNAKs, r.ReceivedRepeats, r.ReceivedMaxLen)
 }
 
 func opsString(m map[string]int) string {
@@ -160,9 +163,11 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 		}
 	}
 	if sent {
+		rep.SentMaxLen = max(rep.SentMaxLen, len(roce))
 		rep.SentNAKs += b2i(nak)
 		rep.SentRepeats += b2i(repeat)
 	} else {
+		rep.ReceivedMaxLen = max(rep.ReceivedMaxLen, len(roce))
 		rep.ReceivedNAKs += b2i(nak)
 		rep.ReceivedRepeats += b2i(repeat)
 	}

@@ -147,6 +147,9 @@ func TestCheck(t *testing.T) {
 	if rep.SentOps["RC_SEND_ONLY"] != 4 && len(rep.SentOps) != 1 {
 		t.Errorf("sent opcodes %v", rep.SentOps)
 	}
+	if want := wire.BTHLen + 64 + wire.ICRCLen; rep.SentMaxLen != want || rep.ReceivedMaxLen != want {
+		t.Errorf("largest packets %d sent, %d received, want %d", rep.SentMaxLen, rep.ReceivedMaxLen, want)
+	}
 	if rep.Err() == nil {
 		t.Error("Err() is nil with problems")
 	}

@@ -26,11 +26,11 @@ type CaptureStats struct {
 	Captured, DroppedByKernel int
 }
 
-// StartCapture starts tcpdump on the tap (whole frames, unbuffered writes)
-// and returns once it is listening.
+// StartCapture starts tcpdump on the tap (whole frames, immediate delivery,
+// a 128 MiB kernel buffer) and returns once it is listening.
 func (p *Peer) StartCapture(ctx context.Context, path string) (*Capture, error) {
 	cmd := exec.Command("ip", "netns", "exec", p.cfg.Namespace,
-		"tcpdump", "-i", p.cfg.Tap, "-n", "-s", "0", "-U", "--immediate-mode", "-w", path)
+		"tcpdump", "-i", p.cfg.Tap, "-n", "-s", "0", "-B", "131072", "--immediate-mode", "-w", path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
