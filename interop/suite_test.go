@@ -328,14 +328,3 @@ func testPeer(t *testing.T, s *suite) {
 		t.Errorf("rxe0 GIDs %q: want IPv4 at 1 and IPv6 at 2", st.GIDs)
 	}
 }
-
-// retryRefused retries fn while the guest's server is not listening yet.
-func retryRefused(ctx context.Context, fn func() error) error {
-	for {
-		err := fn()
-		if err == nil || !strings.Contains(err.Error(), "connection refused") || ctx.Err() != nil {
-			return err
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-}

@@ -15,6 +15,9 @@ import (
 	"github.com/softrdma/softrdma/interop/peer/internal/proto"
 )
 
+// workDir is where commands start (the guest's root home).
+var workDir = "/root"
+
 func serve() error {
 	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", proto.Port))
 	if err != nil {
@@ -68,7 +71,7 @@ func handle(c net.Conn) {
 // the shell exits.
 func run(req proto.Request, stop <-chan struct{}) proto.Result {
 	var res proto.Result
-	dir, err := os.MkdirTemp("/tmp", "agent-")
+	dir, err := os.MkdirTemp("", "agent-")
 	if err != nil {
 		return proto.Result{Status: -1, Err: err.Error()}
 	}
@@ -81,7 +84,7 @@ func run(req proto.Request, stop <-chan struct{}) proto.Result {
 	defer out.Close()
 	defer errf.Close()
 	cmd := exec.Command("/bin/sh", "-c", req.Cmd)
-	cmd.Dir = "/root"
+	cmd.Dir = workDir
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin", "HOME=/root", "TERM=dumb"}
 	cmd.Stdout, cmd.Stderr = out, errf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
