@@ -218,7 +218,8 @@ func Tshark(path string, senders []netip.Addr, rep *Report) error {
 			src = append(src, "ipv6.src == "+s.String())
 		}
 	}
-	sent := fmt.Sprintf("udp.dstport == %d && (%s)", RoCEPort, strings.Join(src, " || "))
+	// Not ICMP: an ICMP error quotes the UDP header of the packet it answers.
+	sent := fmt.Sprintf("udp.dstport == %d && !icmp && !icmpv6 && (%s)", RoCEPort, strings.Join(src, " || "))
 	// Pass 1: every sent packet with its opcode as tshark sees it.
 	out, err := tshark(path, sent, "frame.number", "infiniband.bth.opcode")
 	if err != nil {
@@ -258,8 +259,13 @@ func Tshark(path string, senders []netip.Addr, rep *Report) error {
 	return nil
 }
 
+// tshark runs tshark with the "Ethernet over InfiniBand" payload heuristic
+// off: it reads the first two bytes of any payload as an EtherType, so an
+// RDMA WRITE carrying perftest's bytes 00 61 "is" CRTP and comes out
+// malformed, for rxe's packets as for softrdma's. Payload bytes are the
+// application's, not part of the wire format under test.
 func tshark(path, filter string, fields ...string) (string, error) {
-	args := []string{"-n", "-r", path, "-Y", filter, "-T", "fields"}
+	args := []string{"-n", "--disable-heuristic", "eth_over_ib", "-r", path, "-Y", filter, "-T", "fields"}
 	for _, f := range fields {
 		args = append(args, "-e", f)
 	}
