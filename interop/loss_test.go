@@ -19,26 +19,29 @@ const lossEvery = 37
 
 const lossTable = "srdma_loss"
 
-// lossRules drops RoCE packets in the namespace: chain tx on the way to the
-// guest (softrdma's packets), chain rx on the way in (rxe's), each with its
+// lossRules drops RoCE packets on the tap, as a lossy wire would: chain tx
+// at the tap's egress (softrdma's packets, after its send succeeded), chain
+// rx at its ingress (rxe's packets, after tcpdump saw them), each with its
 // own counter.
-var lossRules = fmt.Sprintf(`table inet %[1]s {
+func lossRules(tap string) string {
+	return fmt.Sprintf(`table netdev %[1]s {
 	chain tx {
-		type filter hook output priority filter; policy accept;
+		type filter hook egress device %[3]q priority filter; policy accept;
 		udp dport 4791 numgen inc mod %[2]d == 0 counter drop
 	}
 	chain rx {
-		type filter hook input priority filter; policy accept;
+		type filter hook ingress device %[3]q priority filter; policy accept;
 		udp dport 4791 numgen inc mod %[2]d == 0 counter drop
 	}
 }
-`, lossTable, lossEvery)
+`, lossTable, lossEvery, tap)
+}
 
 var dropCounter = regexp.MustCompile(`chain (tx|rx) \{[^}]*counter packets (\d+)`)
 
 // lossDrops reads the number of packets each chain dropped.
 func (s *suite) lossDrops(ctx context.Context) (tx, rx int, err error) {
-	out, err := s.p.Command(ctx, "nft", "list", "table", "inet", lossTable).CombinedOutput()
+	out, err := s.p.Command(ctx, "nft", "list", "table", "netdev", lossTable).CombinedOutput()
 	if err != nil {
 		return 0, 0, fmt.Errorf("nft list: %v: %s", err, out)
 	}
@@ -57,14 +60,14 @@ func (s *suite) lossPhase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	defer cancel()
 	nft := s.p.Command(ctx, "nft", "-f", "-")
-	nft.Stdin = strings.NewReader(lossRules)
+	nft.Stdin = strings.NewReader(lossRules(s.p.Tap()))
 	if out, err := nft.CombinedOutput(); err != nil {
 		t.Fatalf("nft -f: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if out, err := s.p.Command(ctx, "nft", "delete", "table", "inet", lossTable).CombinedOutput(); err != nil {
+		if out, err := s.p.Command(ctx, "nft", "delete", "table", "netdev", lossTable).CombinedOutput(); err != nil {
 			t.Errorf("nft delete table: %v: %s", err, out)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
@@ -259,13 +260,28 @@ func Tshark(path string, senders []netip.Addr, rep *Report) error {
 	return nil
 }
 
-// tshark runs tshark with the "Ethernet over InfiniBand" payload heuristic
-// off: it reads the first two bytes of any payload as an EtherType, so an
-// RDMA WRITE carrying perftest's bytes 00 61 "is" CRTP and comes out
-// malformed, for rxe's packets as for softrdma's. Payload bytes are the
-// application's, not part of the wire format under test.
+// payloadGuessers returns tshark options that turn off the heuristic
+// dissectors Wireshark tries on InfiniBand payloads (RPC-over-RDMA, SMC,
+// NVMe, iSER, SDP, Ethernet over IB...). They read application bytes as
+// protocol headers: an RDMA WRITE carrying perftest's bytes 00 61 "is" CRTP
+// and a 2-byte SEND "is" RPC-over-RDMA, both malformed, for rxe's packets as
+// for softrdma's. The payload is the application's, not part of the wire
+// format under test; the InfiniBand headers are still decoded and checked.
+var payloadGuessers = sync.OnceValue(func() []string {
+	args := []string{"--disable-heuristic", "eth_over_ib"}
+	out, _ := exec.Command("tshark", "-G", "heuristic-decodes").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "infiniband.payload" && f[1] != "ethertype" {
+			args = append(args, "--disable-protocol", f[1])
+		}
+	}
+	return args
+})
+
 func tshark(path, filter string, fields ...string) (string, error) {
-	args := []string{"-n", "--disable-heuristic", "eth_over_ib", "-r", path, "-Y", filter, "-T", "fields"}
+	args := append([]string{"-n"}, payloadGuessers()...)
+	args = append(args, "-r", path, "-Y", filter, "-T", "fields")
 	for _, f := range fields {
 		args = append(args, "-e", f)
 	}
