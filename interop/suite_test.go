@@ -158,6 +158,9 @@ func (s *suite) run(t *testing.T, name string, limit time.Duration, fn caseFunc,
 		for _, f := range post {
 			f(t, rep)
 		}
+		if t.Failed() {
+			s.guestDiagnostics(t)
+		}
 	})
 }
 
@@ -269,6 +272,19 @@ func (s *suite) pingpongMatrix(t *testing.T, prefix string, mtu int) {
 			}
 		}
 	}
+}
+
+// guestDiagnostics logs rxe0's counters and eth0's statistics in the guest,
+// to tell losses inside the guest (ring overflows, rxe drops) from the wire.
+func (s *suite) guestDiagnostics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := s.p.Run(ctx, "cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep -v '^0$' * | grep -v ':0$'; /usr/sbin/ip -s link show eth0")
+	if err != nil {
+		t.Logf("guest diagnostics: %v", err)
+		return
+	}
+	t.Logf("guest rxe0 counters (non-zero) and eth0 statistics since boot:\n%s%s", r.Stdout, r.Stderr)
 }
 
 // setMTU sets the link MTU and checks rxe's active MTU.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -20,9 +21,14 @@ import (
 // exchangePort is the TCP port of the pingpong and perftest exchanges.
 const exchangePort = 18515
 
-// buildSoftrdma builds the softrdma command once for the whole suite.
+// buildSoftrdma builds the softrdma command once for the whole suite, or
+// uses $SOFTRDMA_INTEROP_BIN (a build to test, e.g. from another branch).
 func buildSoftrdma(t *testing.T, dir string) string {
 	t.Helper()
+	if bin := os.Getenv("SOFTRDMA_INTEROP_BIN"); bin != "" {
+		t.Logf("softrdma command: %s (SOFTRDMA_INTEROP_BIN)", bin)
+		return bin
+	}
 	bin := filepath.Join(dir, "softrdma")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/softrdma/softrdma/cmd/softrdma").CombinedOutput()
 	if err != nil {

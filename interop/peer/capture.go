@@ -26,11 +26,17 @@ type CaptureStats struct {
 	Captured, DroppedByKernel int
 }
 
+// captureSnaplen covers every frame of the link (MTU up to 9000): the whole
+// packet is needed to check ICRCs. It also sizes the slots of the capture
+// ring in immediate mode: with tcpdump's default of 262144 bytes a 128 MiB
+// ring holds only 512 frames and bursts of 4 KiB packets overflow it.
+const captureSnaplen = 9216
+
 // StartCapture starts tcpdump on the tap (whole frames, immediate delivery,
 // a 128 MiB kernel buffer) and returns once it is listening.
 func (p *Peer) StartCapture(ctx context.Context, path string) (*Capture, error) {
 	cmd := exec.Command("ip", "netns", "exec", p.cfg.Namespace,
-		"tcpdump", "-i", p.cfg.Tap, "-n", "-s", "0", "-B", "131072", "--immediate-mode", "-w", path)
+		"tcpdump", "-i", p.cfg.Tap, "-n", "-s", strconv.Itoa(captureSnaplen), "-B", "131072", "--immediate-mode", "-w", path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
