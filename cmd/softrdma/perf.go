@@ -107,7 +107,7 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	boolFlag(&cfg.IgnoreCPUFreq, "ignore CPU frequency warnings (accepted for perftest compatibility)", "F", "CPU-freq")
 	boolFlag(&cfg.Gbits, "report Gb/s instead of MB/s", "report_gbits", "report-gbits")
 	atomic := fs.String("A", "FETCH_AND_ADD", "atomic `type`: CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)")
-	verbose := fs.Bool("v", false, "log the device's warnings and debug messages to stderr")
+	verbose := fs.Bool("v", false, "log the device's debug messages to stderr (warnings are always logged)")
 	fs.Usage = func() {
 		perfUsage(fs.Output())
 		fmt.Fprintln(fs.Output(), "flags:")
@@ -151,11 +151,10 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	level := slog.LevelError
+	log := toolLogger()
 	if *verbose {
-		level = slog.LevelDebug
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	dev, err := tf.Open(ctx, cfg.Server, log)
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ const (
 
 var verbNames = [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}
 
+// String returns perftest's name of the verb.
 func (v Verb) String() string { return verbNames[v] }
 
 // Test is one of the eight perftest programs.
@@ -38,6 +39,7 @@ var Tests = map[string]Test{
 // TestNames lists the tests in a stable order.
 var TestNames = []string{"write_bw", "read_bw", "send_bw", "atomic_bw", "write_lat", "read_lat", "send_lat", "atomic_lat"}
 
+// String returns the test's name, as in Tests.
 func (t Test) String() string {
 	v := strings.ToLower(strings.TrimPrefix(t.Verb.String(), "RDMA_"))
 	if t.BW {
@@ -55,6 +57,7 @@ const (
 	CmpAndSwap
 )
 
+// String returns the -A spelling.
 func (a AtomicType) String() string {
 	if a == CmpAndSwap {
 		return "CMP_AND_SWAP"
