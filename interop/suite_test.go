@@ -238,8 +238,7 @@ func TestInterop(t *testing.T) {
 	s.lossPhase(t)
 }
 
-// perftestMatrix runs every perftest case with softrdma as client and as
-// server over GID index gid.
+// perftestMatrix runs every case with softrdma as client and as server.
 func (s *suite) perftestMatrix(t *testing.T, prefix string, cases []perftestCase, post ...func(*testing.T, *pcapcheck.Report)) {
 	for _, c := range cases {
 		name := c.name
@@ -248,7 +247,7 @@ func (s *suite) perftestMatrix(t *testing.T, prefix string, cases []perftestCase
 		}
 		for _, role := range []string{"client", "server"} {
 			s.run(t, fmt.Sprintf("%sperftest/%s/softrdma-%s", prefix, name, role), 3*time.Minute, func(t *testing.T, ctx context.Context) error {
-				return s.runPerftest(t, ctx, c, role, 1)
+				return s.runPerftest(t, ctx, c, role)
 			}, post...)
 		}
 	}

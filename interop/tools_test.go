@@ -211,6 +211,7 @@ type perftestCase struct {
 	name  string
 	size  int
 	iters int
+	gid   int // -x; 0 means 1 (IPv4)
 }
 
 // perftestCases is the perftest part of the matrix; few iterations, since
@@ -224,12 +225,15 @@ var perftestCases = []perftestCase{
 	{test: "write_lat", size: 2, iters: 200},
 	{test: "read_lat", size: 2, iters: 200},
 	{test: "send_lat", size: 2, iters: 200},
+	{test: "write_bw", name: "write_bw-ipv6", size: 65536, iters: 200, gid: 2},
+	{test: "send_lat", name: "send_lat-ipv6", size: 2, iters: 200, gid: 2},
 }
 
 // runPerftest runs one perftest case with softrdma in role ("server" or
 // "client") and the guest's ib_TEST as the other side, and checks both
-// reports.
-func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, role string, gid int) error {
+// reports. The exchange runs over IPv4; -x picks the RoCE GID.
+func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, role string) error {
+	gid := max(c.gid, 1)
 	common := append([]string{"-x", strconv.Itoa(gid), "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)}, c.extra...)
 	host := append([]string{"perf", c.test, "-d", s.p.Tap()}, common...)
 	guest := "ib_" + c.test + " -d rxe0 -F " + strings.Join(common, " ")
