@@ -209,6 +209,9 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 	var first error
 	for len(msgs) > 0 {
 		n, err := sk.bc.WriteBatch(msgs, 0)
+		if n < 0 { // sendmmsg failed on the first message (e.g. EPERM from a firewall)
+			n = 0
+		}
 		for _, m := range msgs[:n] {
 			l.ctr.TxPackets.Add(1)
 			l.ctr.TxBytes.Add(uint64(len(m.Buffers[0])))

@@ -401,3 +401,34 @@ func benchSendRecv(b *testing.B, size int) {
 	b.ReportMetric(float64(recv)/elapsed.Seconds(), "pkts/s")
 	b.ReportMetric(float64(int64(sent)-recv)/float64(b.N), "drops/op")
 }
+
+// TestSendFirstRefused: when the kernel refuses the first message of a batch
+// (sendmmsg returns -1: a firewall's EPERM, EINVAL for a loopback source
+// and a remote destination), that
+// packet is counted as lost and the rest of the batch still goes out.
+func TestSendFirstRefused(t *testing.T) {
+	linktest.NoLeaks(t)
+	a := open(t, Config{Addrs: []netip.Addr{lo1}})
+	b := open(t, Config{Addrs: []netip.Addr{lo1}})
+	rx := linktest.NewCollector()
+	if err := b.Start(rx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(linktest.NewCollector()); err != nil {
+		t.Fatal(err)
+	}
+	from := netip.AddrPortFrom(lo1, a.Port())
+	bad := linktest.MakePacket(1, 64, from, netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), b.Port())) // EINVAL from 127.0.0.1
+	good := linktest.MakePacket(2, 64, from, linktest.Endpoint(b))
+	err := a.Send([]*link.Packet{bad, good})
+	if err == nil {
+		t.Error("Send reported no error for a refused packet")
+	}
+	r := rx.WaitFor(t, 1)
+	if msg := linktest.CheckPacket(r[0], 2, 64, from, linktest.Endpoint(b)); msg != "" {
+		t.Error(msg)
+	}
+	if s := a.Stats(); s.TxPackets != 1 || s.TxErrors != 1 {
+		t.Errorf("Stats %+v, want 1 sent and 1 error", s)
+	}
+}

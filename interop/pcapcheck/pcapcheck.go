@@ -1,0 +1,302 @@
+// Package pcapcheck checks captured RoCEv2 traffic: every packet a given
+// sender put on the wire must carry an ICRC that is right for the IP header
+// actually sent, must parse, and must be decoded by tshark as InfiniBand
+// without a malformed-packet or error-level expert item.
+package pcapcheck
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/softrdma/softrdma/wire"
+)
+
+// RoCEPort is the RoCEv2 UDP destination port.
+const RoCEPort = 4791
+
+// Report sums up one capture.
+type Report struct {
+	Frames int // all frames in the file
+	// Sent and Received count RoCEv2 packets from and to the checked
+	// addresses.
+	Sent, Received int
+	// SentOps and ReceivedOps count packets by opcode name.
+	SentOps, ReceivedOps map[string]int
+	// Problems lists what is wrong with sent packets, one line each, with
+	// the frame number. ReceivedProblems does the same for the other
+	// direction (the peer's packets).
+	Problems, ReceivedProblems []string
+	// SentNAKs and ReceivedNAKs count packets whose AETH is a NAK;
+	// SentRepeats and ReceivedRepeats count packets other than ACKs that
+	// repeat an earlier packet's destination QP, PSN and opcode
+	// (retransmissions).
+	SentNAKs, ReceivedNAKs       int
+	SentRepeats, ReceivedRepeats int
+	// SentMaxLen and ReceivedMaxLen are the largest RoCE packets (BTH to
+	// ICRC, in bytes) in each direction.
+	SentMaxLen, ReceivedMaxLen int
+
+	seen map[seenKey]bool
+}
+
+type seenKey struct {
+	dst    netip.Addr
+	qpn    wire.QPN
+	psn    wire.PSN
+	opcode wire.Opcode
+}
+
+// Err returns the report's sent-packet problems as one error, or nil.
+func (r *Report) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d problems in sent packets:\n%s", len(r.Problems), strings.Join(r.Problems, "\n"))
+}
+
+// Summary is a one-line account of the report.
+func (r *Report) Summary() string {
+	return fmt.Sprintf("%d frames; sent %d RoCE packets %s, %d NAKs, %d repeats, largest %d B; received %d %s, %d NAKs, %d repeats, largest %d B",
+		r.Frames, r.Sent, opsString(r.SentOps), r.SentNAKs, r.SentRepeats, r.SentMaxLen,
+		r.Received, opsString(r.ReceivedOps), r.ReceivedNAKs, r.ReceivedRepeats, r.ReceivedMaxLen)
+}
+
+func opsString(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Check reads an Ethernet pcap file and checks each RoCEv2 packet (UDP
+// destination port 4791) whose source is one of senders.
+func Check(path string, senders []netip.Addr) (*Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("pcapcheck: %s: %w", path, err)
+	}
+	if r.LinkType() != layers.LinkTypeEthernet {
+		return nil, fmt.Errorf("pcapcheck: %s: link type %v, want Ethernet", path, r.LinkType())
+	}
+	rep := newReport()
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return rep, fmt.Errorf("pcapcheck: %s: frame %d: %w", path, rep.Frames+1, err)
+		}
+		rep.Frames++
+		if ci.CaptureLength < ci.Length {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("frame %d: truncated by the capture (%d of %d bytes)", rep.Frames, ci.CaptureLength, ci.Length))
+			continue
+		}
+		rep.add(rep.Frames, data, senders)
+	}
+	return rep, nil
+}
+
+func newReport() *Report {
+	return &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{}, seen: map[seenKey]bool{}}
+}
+
+// add checks one Ethernet frame.
+func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
+	ip, ok := ethernetIP(frame)
+	if !ok {
+		return
+	}
+	fr, roce, err := wire.SplitIP(ip)
+	if err != nil || fr.DstPort != RoCEPort {
+		return // not RoCE: ARP, ND, the TCP exchange...
+	}
+	sent := false
+	for _, s := range senders {
+		if fr.Src == s {
+			sent = true
+		}
+	}
+	var problem string
+	op := "?"
+	nak, repeat := false, false
+	if pkt, perr := wire.Parse(roce); perr != nil {
+		problem = fmt.Sprintf("does not parse: %v", perr)
+	} else {
+		op = pkt.Opcode().String()
+		if a := pkt.AETH(); a != nil {
+			nak = a.Syndrome().IsNAK()
+		}
+		if pkt.Opcode() != wire.RCAcknowledge {
+			k := seenKey{fr.Dst, pkt.BTH().DestQP(), pkt.BTH().PSN(), pkt.Opcode()}
+			repeat = rep.seen[k]
+			rep.seen[k] = true
+		}
+	}
+	if sent {
+		rep.SentMaxLen = max(rep.SentMaxLen, len(roce))
+		rep.SentNAKs += b2i(nak)
+		rep.SentRepeats += b2i(repeat)
+	} else {
+		rep.ReceivedMaxLen = max(rep.ReceivedMaxLen, len(roce))
+		rep.ReceivedNAKs += b2i(nak)
+		rep.ReceivedRepeats += b2i(repeat)
+	}
+	if problem == "" && !wire.VerifyICRC(&fr, roce) {
+		problem = fmt.Sprintf("%s: ICRC %08x is wrong for its IP header (want %08x)", op,
+			binary.LittleEndian.Uint32(roce[len(roce)-wire.ICRCLen:]), wire.ICRC(&fr, roce))
+	}
+	if sent {
+		rep.Sent++
+		rep.SentOps[op]++
+		if problem != "" {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("frame %d %v->%v: %s", n, fr.Src, fr.Dst, problem))
+		}
+	} else {
+		rep.Received++
+		rep.ReceivedOps[op]++
+		if problem != "" {
+			rep.ReceivedProblems = append(rep.ReceivedProblems, fmt.Sprintf("frame %d %v->%v: %s", n, fr.Src, fr.Dst, problem))
+		}
+	}
+}
+
+// ethernetIP returns the IP packet inside an untagged Ethernet II frame.
+func ethernetIP(frame []byte) ([]byte, bool) {
+	if len(frame) < 14 {
+		return nil, false
+	}
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case 0x0800, 0x86dd:
+		return frame[14:], true
+	}
+	return nil, false
+}
+
+// Tshark runs tshark over the capture and adds to rep.Problems every RoCE
+// packet from senders that tshark does not decode as InfiniBand, or marks
+// malformed or with an error-level expert item. It checks that tshark saw
+// as many sent packets as Check did.
+func Tshark(path string, senders []netip.Addr, rep *Report) error {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		return fmt.Errorf("pcapcheck: tshark is needed: %w", err)
+	}
+	var src []string
+	for _, s := range senders {
+		if s.Is4() {
+			src = append(src, "ip.src == "+s.String())
+		} else {
+			src = append(src, "ipv6.src == "+s.String())
+		}
+	}
+	// Not ICMP: an ICMP error quotes the UDP header of the packet it answers.
+	sent := fmt.Sprintf("udp.dstport == %d && !icmp && !icmpv6 && (%s)", RoCEPort, strings.Join(src, " || "))
+	// Pass 1: every sent packet with its opcode as tshark sees it.
+	out, err := tshark(path, sent, "frame.number", "infiniband.bth.opcode")
+	if err != nil {
+		return err
+	}
+	seen := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		seen++
+		f := strings.Split(l, "\t")
+		if len(f) < 2 || f[1] == "" {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("frame %s: tshark does not decode it as InfiniBand", f[0]))
+		}
+	}
+	if seen != rep.Sent {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("tshark saw %d sent RoCE packets, the checker %d", seen, rep.Sent))
+	}
+	// Pass 2: malformed or error-level expert items.
+	out, err = tshark(path, fmt.Sprintf(`(%s) && (_ws.malformed || _ws.expert.severity >= "Error")`, sent),
+		"frame.number", "_ws.expert.message")
+	if err != nil {
+		return err
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		f := strings.SplitN(l, "\t", 2)
+		msg := "malformed"
+		if len(f) == 2 && f[1] != "" {
+			msg = f[1]
+		}
+		rep.Problems = append(rep.Problems, fmt.Sprintf("frame %s: tshark: %s", f[0], msg))
+	}
+	return nil
+}
+
+// payloadGuessers returns tshark options that turn off the heuristic
+// dissectors Wireshark tries on InfiniBand payloads (RPC-over-RDMA, SMC,
+// NVMe, iSER, SDP, Ethernet over IB...). They read application bytes as
+// protocol headers: an RDMA WRITE carrying perftest's bytes 00 61 "is" CRTP
+// and a 2-byte SEND "is" RPC-over-RDMA, both malformed, for rxe's packets as
+// for softrdma's. The payload is the application's, not part of the wire
+// format under test; the InfiniBand headers are still decoded and checked.
+var payloadGuessers = sync.OnceValue(func() []string {
+	args := []string{"--disable-heuristic", "eth_over_ib"}
+	out, _ := exec.Command("tshark", "-G", "heuristic-decodes").Output()
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "infiniband.payload" && f[1] != "ethertype" {
+			args = append(args, "--disable-protocol", f[1])
+		}
+	}
+	return args
+})
+
+func tshark(path, filter string, fields ...string) (string, error) {
+	args := append([]string{"-n"}, payloadGuessers()...)
+	args = append(args, "-r", path, "-Y", filter, "-T", "fields")
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command("tshark", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("tshark -Y %s: %v: %s", strconv.Quote(filter), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,377 @@
+//go:build interop
+
+package interop
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/interop/peer"
+)
+
+// exchangePort is the TCP port of the pingpong and perftest exchanges.
+const exchangePort = 18515
+
+// buildSoftrdma builds the softrdma command once for the whole suite, or
+// uses $SOFTRDMA_INTEROP_BIN (a build to test, e.g. from another branch).
+func buildSoftrdma(t *testing.T, dir string) string {
+	t.Helper()
+	if bin := os.Getenv("SOFTRDMA_INTEROP_BIN"); bin != "" {
+		t.Logf("softrdma command: %s (SOFTRDMA_INTEROP_BIN)", bin)
+		return bin
+	}
+	bin := filepath.Join(dir, "softrdma")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/softrdma/softrdma/cmd/softrdma").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/softrdma: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// hasCommand reports whether the softrdma binary knows a subcommand.
+func hasCommand(bin, name string) bool {
+	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// side is one end of a two-party case: the softrdma command on the host
+// (Host set) or a tool in the guest (Guest set).
+type side struct {
+	Host  []string // softrdma arguments
+	Guest string   // guest shell command
+}
+
+func (sd side) String() string {
+	if sd.Host != nil {
+		return "softrdma " + strings.Join(sd.Host, " ")
+	}
+	return sd.Guest
+}
+
+// outcome is how one side ended.
+type outcome struct {
+	cmd            string
+	status         int
+	stdout, stderr string
+	err            error // could not run, timed out
+	elapsed        time.Duration
+}
+
+func (o *outcome) failed() error {
+	switch {
+	case o.err != nil:
+		return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, o.err, o.stdout, o.stderr)
+	case o.status != 0:
+		return fmt.Errorf("%s: exit status %d\nstdout:\n%s\nstderr:\n%s", o.cmd, o.status, o.stdout, o.stderr)
+	}
+	return nil
+}
+
+// running is a started side.
+type running struct {
+	done chan *outcome
+	stop func()
+}
+
+func (s *suite) start(ctx context.Context, sd side) (*running, error) {
+	r := &running{done: make(chan *outcome, 1)}
+	begin := time.Now()
+	if sd.Host != nil {
+		cmd := s.p.Command(ctx, s.bin, sd.Host...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.WaitDelay = 5 * time.Second
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		r.stop = func() { _ = cmd.Process.Kill() }
+		go func() {
+			err := cmd.Wait()
+			o := &outcome{cmd: sd.String(), stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(begin)}
+			var ee *exec.ExitError
+			switch {
+			case ctx.Err() != nil:
+				o.err = fmt.Errorf("killed: %w", ctx.Err())
+			case errors.As(err, &ee):
+				o.status = ee.ExitCode()
+			case err != nil:
+				o.err = err
+			}
+			r.done <- o
+		}()
+		return r, nil
+	}
+	pr, err := s.p.Start(ctx, sd.Guest)
+	if err != nil {
+		return nil, err
+	}
+	r.stop = func() { go pr.Stop() }
+	go func() {
+		res, err := pr.Wait()
+		o := &outcome{cmd: sd.String(), err: err, elapsed: time.Since(begin)}
+		if res != nil {
+			o.status, o.stdout, o.stderr = res.Status, string(res.Stdout), string(res.Stderr)
+			if res.TimedOut {
+				o.err = errors.New("timed out in the guest")
+			} else if res.Stopped {
+				o.err = errors.New("stopped")
+			} else if res.Err != "" {
+				o.err = errors.New(res.Err)
+			}
+		}
+		r.done <- o
+	}()
+	return r, nil
+}
+
+// listening waits until the server side listens on the exchange port.
+func (s *suite) listening(ctx context.Context, server side, r *running) error {
+	for {
+		var ok bool
+		if server.Host != nil {
+			out, _ := s.p.Command(ctx, "ss", "-Hltn", fmt.Sprintf("sport = :%d", exchangePort)).Output()
+			ok = len(bytes.TrimSpace(out)) > 0
+		} else {
+			res, err := s.p.Run(ctx, fmt.Sprintf("netstat -ltn | grep -q ':%d '", exchangePort))
+			ok = err == nil && res.Status == 0
+		}
+		if ok {
+			return nil
+		}
+		var ended chan *outcome
+		if r != nil {
+			ended = r.done
+		}
+		select {
+		case o := <-ended:
+			r.done <- o
+			return fmt.Errorf("server ended before listening: %v", o.failed())
+		case <-ctx.Done():
+			return fmt.Errorf("server not listening on %d: %w", exchangePort, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// pair runs server, waits for it to listen, runs client, and returns both
+// outcomes. If one side fails the other is stopped.
+func (s *suite) pair(t *testing.T, ctx context.Context, server, client side) (srv, cli *outcome, err error) {
+	t.Logf("server: %s", server)
+	t.Logf("client: %s", client)
+	rs, err := s.start(ctx, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.listening(ctx, server, rs); err != nil {
+		rs.stop()
+		o := <-rs.done
+		return o, nil, err
+	}
+	rc, err := s.start(ctx, client)
+	if err != nil {
+		rs.stop()
+		<-rs.done
+		return nil, nil, err
+	}
+	var so, co *outcome
+	for so == nil || co == nil {
+		select {
+		case so = <-rs.done:
+			if so.failed() != nil && co == nil {
+				rc.stop()
+			}
+		case co = <-rc.done:
+			if co.failed() != nil && so == nil {
+				rs.stop()
+			}
+		}
+	}
+	t.Logf("server %v, client %v", so.elapsed.Round(time.Millisecond), co.elapsed.Round(time.Millisecond))
+	return so, co, errors.Join(so.failed(), co.failed())
+}
+
+// perftestCase is one perftest benchmark.
+type perftestCase struct {
+	test  string // write_bw, ...
+	extra []string
+	name  string
+	size  int
+	iters int
+	gid   int // -x; 0 means 1 (IPv4)
+}
+
+// perftestCases is the perftest part of the matrix; few iterations, since
+// the guest is emulated.
+var perftestCases = []perftestCase{
+	{test: "write_bw", size: 65536, iters: 200},
+	{test: "read_bw", size: 65536, iters: 200},
+	{test: "send_bw", size: 65536, iters: 200},
+	{test: "atomic_bw", name: "atomic_bw-CAS", extra: []string{"-A", "CMP_AND_SWAP"}, size: 8, iters: 500},
+	{test: "atomic_bw", name: "atomic_bw-FAA", extra: []string{"-A", "FETCH_AND_ADD"}, size: 8, iters: 500},
+	{test: "write_lat", size: 2, iters: 200},
+	{test: "read_lat", size: 2, iters: 200},
+	{test: "send_lat", size: 2, iters: 200},
+	{test: "write_bw", name: "write_bw-ipv6", size: 65536, iters: 200, gid: 2},
+	{test: "send_lat", name: "send_lat-ipv6", size: 2, iters: 200, gid: 2},
+}
+
+// runPerftest runs one perftest case with softrdma in role ("server" or
+// "client") and the guest's ib_TEST as the other side, and checks both
+// reports. The exchange runs over IPv4; -x picks the RoCE GID.
+func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, role string) error {
+	gid := max(c.gid, 1)
+	common := append([]string{"-x", strconv.Itoa(gid), "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)}, c.extra...)
+	host := append([]string{"perf", c.test, "-d", s.p.Tap()}, common...)
+	guest := "ib_" + c.test + " -d rxe0 -F " + strings.Join(common, " ")
+	var server, client side
+	if role == "server" {
+		server, client = side{Host: host}, side{Guest: guest + " " + peer.HostIPv4.String()}
+	} else {
+		server, client = side{Guest: guest}, side{Host: append(host, peer.GuestIPv4.String())}
+	}
+	so, co, err := s.pair(t, ctx, server, client)
+	if err != nil {
+		return err
+	}
+	checked := []*outcome{so, co}
+	if c.test == "read_lat" || c.test == "atomic_lat" {
+		// perftest's server is passive in these and prints no result.
+		checked = checked[1:]
+	}
+	for _, o := range checked {
+		if err := perftestReport(o.stdout, c.size, c.iters); err != nil {
+			return fmt.Errorf("%s: %v\nstdout:\n%s", o.cmd, err, o.stdout)
+		}
+	}
+	t.Logf("report (%s):\n%s", client, reportLines(co.stdout))
+	return nil
+}
+
+// perftestReport finds the result line ("#bytes #iterations ...") of a
+// perftest report and checks its size and iteration count.
+func perftestReport(out string, size, iters int) error {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		b, err1 := strconv.Atoi(f[0])
+		n, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if b != size || n != iters {
+			return fmt.Errorf("result line %q: want %d bytes, %d iterations", l, size, iters)
+		}
+		for _, v := range f[2:] {
+			if _, err := strconv.ParseFloat(v, 64); err != nil {
+				return fmt.Errorf("result line %q: %q is not a number", l, v)
+			}
+		}
+		return nil
+	}
+	return errors.New("no result line")
+}
+
+func reportLines(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "#bytes") || (len(strings.Fields(l)) > 2 && l != "" && (l[0] == ' ' || (l[0] >= '0' && l[0] <= '9'))) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// pingpongCase is one ibv_*_pingpong exchange.
+type pingpongCase struct {
+	typ   string // rc, uc, ud, srq
+	size  int
+	iters int
+	mtu   int // -m, path MTU; 0: the tools' default (1024)
+}
+
+// runPingpong runs softrdma pingpong in role ("server" or "client")
+// against the guest's ibv_TYPE_pingpong over GID index gid. Both sides check
+// the data they receive (-c): softrdma every message, the C tools the last.
+func (s *suite) runPingpong(t *testing.T, ctx context.Context, c pingpongCase, role string, gid int) error {
+	common := []string{"-g", strconv.Itoa(gid), "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters), "-c"}
+	if c.mtu != 0 {
+		common = append(common, "-m", strconv.Itoa(c.mtu))
+	}
+	host := append([]string{"pingpong", "--type", c.typ, "-d", s.p.Tap(), "--timeout", "90s"}, common...)
+	guest := fmt.Sprintf("ibv_%s_pingpong -d rxe0 %s", c.typ, strings.Join(common, " "))
+	// The C servers listen on IPv4 only: the exchange runs over IPv4 and -g
+	// picks the RoCE address.
+	var server, client side
+	if role == "server" {
+		server, client = side{Host: host}, side{Guest: guest + " " + peer.HostIPv4.String()}
+	} else {
+		server, client = side{Guest: guest}, side{Host: append(host, peer.GuestIPv4.String())}
+	}
+	so, co, err := s.pair(t, ctx, server, client)
+	if err != nil {
+		return err
+	}
+	for _, o := range []*outcome{so, co} {
+		if err := pingpongReport(o.stdout, c.size, c.iters); err != nil {
+			return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, err, o.stdout, o.stderr)
+		}
+	}
+	t.Logf("client: %s", strings.Join(strings.Fields(lastLines(co.stdout, 2)), " "))
+	return nil
+}
+
+// pingpongReport checks the "N bytes in S seconds" and "N iters in S
+// seconds" lines of a pingpong report.
+func pingpongReport(out string, size, iters int) error {
+	var bytesLine, itersLine bool
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 || f[2] != "in" {
+			continue
+		}
+		n, err := strconv.Atoi(f[0])
+		if err != nil {
+			continue
+		}
+		switch f[1] {
+		case "bytes":
+			if n != 2*size*iters {
+				return fmt.Errorf("%q: want %d bytes (2 x %d x %d)", l, 2*size*iters, size, iters)
+			}
+			bytesLine = true
+		case "iters":
+			if n != iters {
+				return fmt.Errorf("%q: want %d iterations", l, iters)
+			}
+			itersLine = true
+		}
+	}
+	if !bytesLine || !itersLine {
+		return errors.New("no \"bytes in\" and \"iters in\" lines")
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
