@@ -325,15 +325,19 @@ func (s *side) exchangeKeys() error {
 // printKeys prints the local lines, then swaps keys again and prints the
 // remote lines, as perftest does after connecting.
 func (s *side) printKeys() error {
+	verb := s.cfg.Test.Verb
+	if s.cfg.RDMACM {
+		verb = Send // perftest prints the lines of its exchange QP's verb: no keys
+	}
 	for i := range s.my {
-		printDest(s.cfg.Out, "local", s.cfg.Test.Verb, &s.my[i])
+		printDest(s.cfg.Out, "local", verb, &s.my[i])
 	}
 	for i := range s.my {
 		d, err := s.conn.ExchangeDest(&s.my[i])
 		if err != nil {
 			return err
 		}
-		printDest(s.cfg.Out, "remote", s.cfg.Test.Verb, &d)
+		printDest(s.cfg.Out, "remote", verb, &d)
 	}
 	return nil
 }
