@@ -250,7 +250,16 @@ func cmConnectError(dst netip.AddrPort, err error) error {
 	var ev *rdmacm.ErrEvent
 	switch {
 	case errors.As(err, &ev) && ev.Event.Type == rdmacm.EventRejected:
-		return fmt.Errorf("%w: couldn't connect to %v: rejected (reason %d; no server listening on that port?): %w", ErrCM, dst, ev.Event.Status, err)
+		why := "the server refused it"
+		switch ev.Event.Status {
+		case 8: // invalid service ID
+			why = "no server listens on that port"
+		case 28: // consumer reject
+			if dst.Addr().Is6() {
+				why = "the server refused it; perftest's rdma_cm mode listens on IPv4 only"
+			}
+		}
+		return fmt.Errorf("%w: couldn't connect to %v: rejected (reason %d: %s): %w", ErrCM, dst, ev.Event.Status, why, err)
 	case errors.Is(err, rdmacm.ErrUnreachable):
 		return fmt.Errorf("%w: couldn't connect to %v: no answer from the peer (unreachable): %w", ErrCM, dst, err)
 	}
