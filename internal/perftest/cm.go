@@ -49,22 +49,26 @@ var ErrCM = errors.New("rdma_cm")
 // preceded it: completions are counted by kind.
 type cmChannel struct {
 	ctx      context.Context
-	conn     *rdmacm.Conn
+	qp       *verbs.QP
+	cq       *verbs.CQ
+	disc     <-chan struct{} // closed when the peer disconnects
+	closeFn  func() error    // disconnects, frees QP, CQ, PD
 	mr       *verbs.MR
 	gidIndex int
+	last     bool // the final exchange runs
 	sends    int
 	recvs    []verbs.WC
 	wc       [4]verbs.WC
 }
 
 // newCMChannel registers the message buffers (receive slot, then send
-// slot) and posts the first receive.
-func newCMChannel(ctx context.Context, conn *rdmacm.Conn, gidIndex int) (*cmChannel, error) {
-	mr, err := conn.PD.AllocMR(2*CMDestSize, verbs.AccessLocalWrite)
+// slot) in pd and posts the first receive on qp.
+func newCMChannel(ctx context.Context, pd *verbs.PD, qp *verbs.QP, cq *verbs.CQ, gidIndex int) (*cmChannel, error) {
+	mr, err := pd.AllocMR(2*CMDestSize, verbs.AccessLocalWrite)
 	if err != nil {
 		return nil, err
 	}
-	m := &cmChannel{ctx: ctx, conn: conn, mr: mr, gidIndex: gidIndex}
+	m := &cmChannel{ctx: ctx, qp: qp, cq: cq, mr: mr, gidIndex: gidIndex}
 	if err := m.postRecv(); err != nil {
 		mr.Dereg()
 		return nil, err
@@ -73,7 +77,7 @@ func newCMChannel(ctx context.Context, conn *rdmacm.Conn, gidIndex int) (*cmChan
 }
 
 func (m *cmChannel) postRecv() error {
-	err := m.conn.QP.PostRecv([]verbs.RecvWR{{ID: cmSyncID, SGL: []verbs.SGE{m.mr.SGE(0, CMDestSize)}}})
+	err := m.qp.PostRecv([]verbs.RecvWR{{ID: cmSyncID, SGL: []verbs.SGE{m.mr.SGE(0, CMDestSize)}}})
 	if err != nil {
 		return fmt.Errorf("%w: posting the exchange receive: %v", ErrCM, err)
 	}
@@ -99,13 +103,18 @@ func (m *cmChannel) send(b []byte, what string) error {
 		return fmt.Errorf("%w: %s message of %d bytes is above %d", ErrUsage, what, len(b), CMDestSize)
 	}
 	copy(m.mr.Buf()[CMDestSize:], b)
-	err := m.conn.QP.PostSend([]verbs.SendWR{{ID: cmSyncID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+	err := m.qp.PostSend([]verbs.SendWR{{ID: cmSyncID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 		SGL: []verbs.SGE{m.mr.SGE(CMDestSize, len(b))}}})
 	if err != nil {
 		return fmt.Errorf("%w: sending %s: %v", ErrCM, what, err)
 	}
 	for m.sends == 0 {
 		if err := m.poll("sending " + what); err != nil {
+			if m.last && errors.Is(err, errFlushed) {
+				// The peer received the last message and
+				// disconnected before our QP saw its ACK.
+				return nil
+			}
 			return err
 		}
 	}
@@ -137,8 +146,11 @@ func (m *cmChannel) recv(n int, what string) ([]byte, error) {
 func (m *cmChannel) poll(what string) error {
 	start := time.Now()
 	for i := 0; ; i++ {
-		n := m.conn.CQ.Poll(m.wc[:])
+		n := m.cq.Poll(m.wc[:])
 		for _, wc := range m.wc[:n] {
+			if wc.Status == verbs.WRFlushErr {
+				return fmt.Errorf("%w: %s: the connection was closed (%w)", ErrCM, what, errFlushed)
+			}
 			if wc.Status != verbs.Success {
 				return fmt.Errorf("%w: %s: completion status %d (%v): the peer went away?", ErrCM, what, int(wc.Status), wc.Status)
 			}
@@ -158,7 +170,7 @@ func (m *cmChannel) poll(what string) error {
 			select {
 			case <-m.ctx.Done():
 				return m.ctx.Err()
-			case <-m.conn.Disconnected():
+			case <-m.disc:
 				return fmt.Errorf("%w: %s: the peer disconnected", ErrCM, what)
 			default:
 			}
@@ -171,38 +183,162 @@ func (m *cmChannel) poll(what string) error {
 	}
 }
 
-func (m *cmChannel) close() error {
-	m.mr.Dereg()
-	return m.conn.Close()
+// errFlushed: a work request of the exchange QP was flushed, because the
+// peer disconnected.
+var errFlushed = errors.New("the peer disconnected")
+
+// finish runs the final exchange (ctx_close_connection, without "done" in
+// this mode). The server sends the last message; the client lingers until
+// the server disconnects (or a moment passes) so that the ACK of that
+// message leaves before the client's QP is torn down.
+func (m *cmChannel) finish(sync func() error, client bool) error {
+	m.last = true
+	if err := sync(); err != nil {
+		return err
+	}
+	if client {
+		select {
+		case <-m.disc:
+		case <-m.ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
-// cmOptions are the exchange connection's: one message in flight each way.
+func (m *cmChannel) close() error {
+	m.mr.Dereg()
+	return m.closeFn()
+}
+
+// cmOptions are the client's exchange connection's: one message in
+// flight each way.
 func (s *side) cmOptions() *rdmacm.ConnOptions {
-	return &rdmacm.ConnOptions{CM: s.cm, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxInlineData: 1}, Backlog: 1}
+	return &rdmacm.ConnOptions{CM: s.cm, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxInlineData: 1}}
 }
 
 // cmListen is the server's exchange connection: listen on every address,
-// accept one client, stop listening.
+// accept one client with a receive already posted (as perftest), stop
+// listening.
 func (s *side) cmListen(ctx context.Context) (*Conn, error) {
 	c := s.cfg
-	l, err := rdmacm.Listen(ctx, netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.Port)), s.cmOptions())
+	ch := rdmacm.NewEventChannel()
+	lid, err := s.cm.CreateID(ch, rdmacm.PortSpaceTCP, nil)
 	if err != nil {
+		ch.Close()
+		return nil, err
+	}
+	listenErr := func(err error) (*Conn, error) {
+		lid.Destroy()
+		ch.Close()
 		return nil, fmt.Errorf("%w: couldn't listen on rdma_cm port %d: %v", ErrCM, c.Port, err)
 	}
+	if err := lid.BindAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.Port))); err != nil {
+		return listenErr(err)
+	}
+	if err := lid.Listen(1); err != nil {
+		return listenErr(err)
+	}
 	if s.hooks.CMListening != nil {
-		s.hooks.CMListening(l.Addr())
+		s.hooks.CMListening(lid.LocalAddr())
 	}
-	conn, err := l.Accept(ctx)
-	l.Close()
+	m, err := s.cmAcceptExchange(ctx, ch)
+	lid.Destroy()
 	if err != nil {
+		ch.Close()
 		return nil, err
 	}
-	m, err := newCMChannel(ctx, conn, s.gidIndex)
-	if err != nil {
-		conn.Close()
-		return nil, err
+	// Watch for the client's disconnect while the exchange lasts.
+	disc, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		closed := false
+		for {
+			ev, err := ch.Get(context.Background())
+			if err != nil {
+				return
+			}
+			if ev.Type == rdmacm.EventDisconnected && !closed {
+				close(disc)
+				closed = true
+			}
+		}
+	}()
+	inner := m.closeFn
+	m.disc = disc
+	m.closeFn = func() error {
+		err := inner()
+		ch.Close()
+		<-done
+		return err
 	}
 	return &Conn{m: m}, nil
+}
+
+// cmAcceptExchange accepts the first connection request on ch (refusing
+// others meanwhile) and waits until it is established.
+func (s *side) cmAcceptExchange(ctx context.Context, ch *rdmacm.EventChannel) (*cmChannel, error) {
+	var id *rdmacm.ID
+	var m *cmChannel
+	fail := func(err error) (*cmChannel, error) {
+		if m != nil {
+			m.close()
+		} else if id != nil {
+			id.Destroy()
+		}
+		return nil, err
+	}
+	for {
+		ev, err := ch.Get(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		switch {
+		case ev.Type == rdmacm.EventConnectRequest && id != nil:
+			ev.ID.Reject(nil)
+			ev.ID.Destroy()
+		case ev.Type == rdmacm.EventConnectRequest:
+			id = ev.ID
+			pd, err := s.dev.AllocPD()
+			if err != nil {
+				id.Reject(nil)
+				return fail(err)
+			}
+			cq, err := s.dev.CreateCQ(8, nil)
+			if err != nil {
+				pd.Dealloc()
+				id.Reject(nil)
+				return fail(err)
+			}
+			qp, err := id.CreateQP(pd, verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq,
+				Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err == nil {
+				m, err = newCMChannel(ctx, pd, qp, cq, s.gidIndex)
+			}
+			if err != nil {
+				id.Reject(nil)
+				id.Destroy()
+				cq.Destroy()
+				pd.Dealloc()
+				return nil, err
+			}
+			cid := id
+			m.closeFn = func() error {
+				cid.Disconnect()
+				err := cid.Destroy()
+				cq.Destroy()
+				pd.Dealloc()
+				return err
+			}
+			if err := id.Accept(ctx, &rdmacm.ConnParam{RetryCount: 7, RNRRetryCount: 7}); err != nil {
+				return fail(fmt.Errorf("%w: accepting the exchange connection: %v", ErrCM, err))
+			}
+		case ev.ID == id && ev.Type == rdmacm.EventEstablished:
+			return m, nil
+		case ev.ID == id:
+			return fail(fmt.Errorf("%w: exchange connection failed: %v", ErrCM, ev))
+		}
+	}
 }
 
 // cmServerAddr resolves the server's name, preferring IPv4 as perftest
@@ -237,11 +373,12 @@ func (s *side) cmDial(ctx context.Context) (*Conn, error) {
 	if err != nil {
 		return nil, cmConnectError(dst, err)
 	}
-	m, err := newCMChannel(ctx, conn, s.gidIndex)
+	m, err := newCMChannel(ctx, conn.PD, conn.QP, conn.CQ, s.gidIndex)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
+	m.disc, m.closeFn = conn.Disconnected(), conn.Close
 	return &Conn{m: m, client: true}, nil
 }
 

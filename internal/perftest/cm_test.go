@@ -165,3 +165,33 @@ func TestRDMACMServerCancelled(t *testing.T) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
 }
+
+// TestRDMACMClientGone checks that a server waiting in the exchange fails
+// when the client disconnects, instead of waiting forever.
+func TestRDMACMClientGone(t *testing.T) {
+	checkLeaks(t)
+	srv, cli := devicePair(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ccm, err := rdmacm.New([]*verbs.Device{cli}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ccm.Close()
+	listening := make(chan netip.AddrPort, 1)
+	errc := make(chan error, 1)
+	go func() {
+		cfg := Config{Test: Tests["write_lat"], Iters: 10, Inline: -1, GIDIndex: -1, RDMACM: true}
+		errc <- Run(ctx, cfg, srv, &Hooks{CMListening: func(a netip.AddrPort) { listening <- a }})
+	}()
+	a := <-listening
+	conn, err := rdmacm.Dial(ctx, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), a.Port()), &rdmacm.ConnOptions{CM: ccm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close() // without sending the version
+	err = <-errc
+	if !errors.Is(err, ErrCM) || !strings.Contains(err.Error(), "disconnected") {
+		t.Errorf("server: %v, want the peer's disconnect", err)
+	}
+}

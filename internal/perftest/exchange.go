@@ -375,11 +375,11 @@ func (x *Conn) ExchangeBWReport(r BWReport) (BWReport, error) {
 // "done" and close. The peer's "done" is drained for a moment so that
 // closing does not reset the connection under it.
 func (x *Conn) Finish(d *Dest) error {
+	if x.m != nil {
+		return x.m.finish(func() error { return x.Sync(d) }, x.client)
+	}
 	if err := x.Sync(d); err != nil {
 		return err
-	}
-	if x.m != nil {
-		return nil // no "done" in rdma_cm mode
 	}
 	if _, err := x.c.Write([]byte(doneMsg)); err != nil {
 		return fmt.Errorf("sending done: %w", err)
