@@ -9,9 +9,13 @@
 // ephemeral one). Send groups a batch by source address and hands each group to
 // its socket with one sendmmsg call (x/net's WriteBatch); each socket has a
 // reader goroutine that receives up to Config.BatchSize datagrams per
-// recvmmsg call (ReadBatch) into pool packets and hands them to the Handler
-// as one batch. On platforms other than Linux the same code works through
-// plain net.UDPConn, one datagram per call, without the socket options below.
+// recvmmsg call into pool packets and hands them to the Handler as one batch.
+// On Linux it calls recvmmsg itself through the socket's syscall.RawConn
+// (parking in the runtime's poller when the socket is empty), with headers
+// and address buffers set up once, so receiving allocates nothing per
+// datagram. On other platforms the same code works through x/net's
+// ReadBatch on a plain net.UDPConn, one datagram per call, without the socket
+// options below.
 //
 // # Sending and the ICRC
 //
