@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -214,6 +215,9 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 			l.ctr.TxBytes.Add(uint64(len(m.Buffers[0])))
 		}
 		msgs = msgs[n:]
+		if n > 0 && l.down.Load() {
+			l.setUp(true, "sent", nil)
+		}
 		if err == nil {
 			if n == 0 { // cannot happen; do not spin if it does
 				l.ctr.TxErrors.Add(uint64(len(msgs)))
@@ -224,6 +228,9 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 		if errors.Is(err, net.ErrClosed) {
 			l.ctr.TxErrors.Add(uint64(len(msgs)))
 			return cmp(first, link.ErrClosed)
+		}
+		if errors.Is(err, syscall.ENETDOWN) || errors.Is(err, syscall.EADDRNOTAVAIL) {
+			l.setUp(false, "send failed", err)
 		}
 		// sendmmsg reports an error only for the first message it could not
 		// send: count it as lost and go on with the rest.
@@ -238,7 +245,10 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 // deliver hands the accepted packets among the first k of pkts to h as one
 // batch, then replaces those k with fresh pool packets (the Handler may not
 // keep them, so they are returned to the pool).
-func deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packet, k int) []*link.Packet {
+func (l *Link) deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packet, k int) []*link.Packet {
+	if k > 0 && l.down.Load() {
+		l.setUp(true, "received", nil)
+	}
 	batch = batch[:0]
 	for i := range k {
 		if ok[i] {
@@ -260,7 +270,12 @@ func deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packe
 // error): it logs some and backs off a little so a persistent error cannot
 // spin. It reports whether the loop must stop (the socket is closed).
 func (l *Link) readFailed(sk *socket, err error, errs *int) bool {
-	if errors.Is(err, net.ErrClosed) || l.closed.Load() {
+	if l.closed.Load() {
+		return true
+	}
+	if errors.Is(err, net.ErrClosed) {
+		// Closed, but not by Close: this socket is gone for good.
+		l.setUp(false, "socket closed", err)
 		return true
 	}
 	if *errs++; *errs <= 10 || *errs%1000 == 0 {

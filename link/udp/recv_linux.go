@@ -158,6 +158,6 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 		for i := range r.k {
 			ok[i] = l.accept(sk, pkts[i], int(r.hdrs[i].n), r.source(i))
 		}
-		batch = deliver(h, pkts, ok, batch, r.k)
+		batch = l.deliver(h, pkts, ok, batch, r.k)
 	}
 }

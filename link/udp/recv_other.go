@@ -60,6 +60,6 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			}
 			ok[i] = l.accept(sk, pkts[i], msgs[i].N, src)
 		}
-		batch = deliver(h, pkts, ok, batch, k)
+		batch = l.deliver(h, pkts, ok, batch, k)
 	}
 }

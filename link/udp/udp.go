@@ -156,6 +156,9 @@ type Link struct {
 	closed  atomic.Bool // Send fails once set
 	scratch sync.Pool   // *sendScratch
 
+	down   atomic.Bool // see Up
+	notify atomic.Pointer[func(up bool)]
+
 	mu      sync.Mutex // guards started, closing and wg.Add
 	started bool
 	closing bool
@@ -279,6 +282,34 @@ func (l *Link) Addrs() []netip.Addr { return append([]netip.Addr(nil), l.addrs..
 
 // Port returns the UDP port bound on every address.
 func (l *Link) Port() uint16 { return l.port }
+
+// Up reports whether the link can carry packets (link.StateNotifier). It
+// goes down when the kernel says the network or the local address is gone
+// (a send fails with ENETDOWN or EADDRNOTAVAIL) or a socket is closed other
+// than by Close, and up again when a packet is sent or received. Per-destination errors
+// (unreachable hosts or networks) do not count.
+func (l *Link) Up() bool { return !l.down.Load() }
+
+// NotifyState registers f to be called with each new state
+// (link.StateNotifier).
+func (l *Link) NotifyState(f func(up bool)) {
+	if f == nil {
+		l.notify.Store(nil)
+		return
+	}
+	l.notify.Store(&f)
+}
+
+// setUp records the link's state and reports a change.
+func (l *Link) setUp(up bool, why string, err error) {
+	if l.down.Swap(!up) == !up || l.closed.Load() {
+		return
+	}
+	l.log.Warn("udp: link state changed", "up", up, "why", why, "err", err)
+	if f := l.notify.Load(); f != nil {
+		(*f)(up)
+	}
+}
 
 // Stats returns the link's counters.
 func (l *Link) Stats() link.Stats { return l.ctr.Snapshot() }

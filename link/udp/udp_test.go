@@ -401,3 +401,37 @@ func benchSendRecv(b *testing.B, size int) {
 	b.ReportMetric(float64(recv)/elapsed.Seconds(), "pkts/s")
 	b.ReportMetric(float64(int64(sent)-recv)/float64(b.N), "drops/op")
 }
+
+// TestStateSocketClosed closes a link's socket under it, as a failure would:
+// the link reports itself down, once.
+func TestStateSocketClosed(t *testing.T) {
+	a, b := pair4(t, Config{})
+	var _ link.StateNotifier = a
+	changes := make(chan bool, 4)
+	a.NotifyState(func(up bool) { changes <- up })
+	if err := a.Start(link.HandlerFunc(func([]*link.Packet) {})); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Up() {
+		t.Fatal("a new link is down")
+	}
+	a.socks[0].conn.Close()
+	select {
+	case up := <-changes:
+		if up || a.Up() {
+			t.Fatalf("state change to up=%v after the socket closed", up)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no state change after the socket closed")
+	}
+	p := linktest.MakePacket(1, 64, linktest.Endpoint(a), linktest.Endpoint(b))
+	defer link.Put(p)
+	if err := a.Send([]*link.Packet{p}); err == nil {
+		t.Fatal("Send on a closed socket succeeded")
+	}
+	select {
+	case up := <-changes:
+		t.Fatalf("second state change, up=%v", up)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
