@@ -124,6 +124,11 @@ type Config struct {
 	// BatchSize is the number of datagrams a reader receives per call and
 	// so the largest batch handed to the Handler (DefaultBatchSize if zero).
 	BatchSize int
+	// Interface, if set, names the network interface the addresses belong
+	// to: the link then follows its state (Up, NotifyState), down while
+	// the interface is not up and running, through a netlink subscription
+	// (RTNLGRP_LINK). Linux only: elsewhere Open fails if it is set.
+	Interface string
 	// SocketBuffer is the size in bytes asked for SO_RCVBUF and SO_SNDBUF
 	// (DefaultSocketBuffer if zero, the system's default if negative). Best
 	// effort: on Linux the link tries SO_RCVBUFFORCE first (which needs
@@ -158,6 +163,7 @@ type Link struct {
 
 	down   atomic.Bool // see Up
 	notify atomic.Pointer[func(up bool)]
+	watch  *ifWatch // Config.Interface's state, or nil
 
 	mu      sync.Mutex // guards started, closing and wg.Add
 	started bool
@@ -224,6 +230,22 @@ func Open(cfg Config) (*Link, error) {
 		log:    log,
 		socks:  socks,
 	}
+	if cfg.Interface != "" {
+		w, up, err := watchInterface(cfg.Interface)
+		if err != nil {
+			for _, s := range socks {
+				s.conn.Close()
+			}
+			return nil, err
+		}
+		l.watch = w
+		l.down.Store(!up)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			w.run(func(up bool) { l.setUp(up, "interface "+cfg.Interface, nil) })
+		}()
+	}
 	log.Debug("udp: link open", "addrs", cfg.Addrs, "port", port, "icrc", cfg.ICRCPolicy, "batch", cfg.BatchSize)
 	return l, nil
 }
@@ -283,10 +305,11 @@ func (l *Link) Addrs() []netip.Addr { return append([]netip.Addr(nil), l.addrs..
 // Port returns the UDP port bound on every address.
 func (l *Link) Port() uint16 { return l.port }
 
-// Up reports whether the link can carry packets (link.StateNotifier). It
-// goes down when the kernel says the network or the local address is gone
+// Up reports whether the link can carry packets (link.StateNotifier). With
+// Config.Interface it follows the interface's state. It also goes down when the kernel says the network or the local address is gone
 // (a send fails with ENETDOWN or EADDRNOTAVAIL) or a socket is closed other
-// than by Close, and up again when a packet is sent or received. Per-destination errors
+// than by Close, and (without Config.Interface) up again when a packet is
+// sent or received. Per-destination errors
 // (unreachable hosts or networks) do not count.
 func (l *Link) Up() bool { return !l.down.Load() }
 
@@ -354,6 +377,9 @@ func (l *Link) Close() error {
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("udp: close %s: %w", s.local, err))
 		}
+	}
+	if l.watch != nil {
+		l.watch.close()
 	}
 	l.wg.Wait()
 	l.log.Debug("udp: link closed", "addrs", l.addrs, "port", l.port)
