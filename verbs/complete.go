@@ -6,6 +6,7 @@ package verbs
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"time"
 
 	"github.com/softrdma/softrdma/wire"
@@ -344,6 +345,10 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 	if w.reasked && w.readPkts > w.reaskAt {
 		w.reasked = false
 	}
+	// Now missing while responses readReorder or more beyond it are in:
+	// lost too (a retry's answer filled the gap before it), ask at once
+	// rather than wait for more responses or the timer.
+	gap := w.readSeen != 0 && 63-bits.LeadingZeros64(w.readSeen) >= readReorder
 	qp.req.retryLeft = int(qp.attr.RetryCnt)
 	// A response acknowledges its PSN (rxe moves comp.psn past it): a
 	// rewind to the next response then finds the PSN window open instead
@@ -355,6 +360,11 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 		qp.completeSendLocked(w, Success)
 		qp.ackedTo(w.lastPSN.Add(1))
 		qp.afterRdAtomicLocked()
+	case gap && w.state == wqeSent:
+		qp.dev.stats.RxOutOfSeq.Add(1)
+		w.reasked, w.reaskAt = true, w.readPkts
+		qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
+		qp.recoverLocked()
 	case w.readPkts >= w.readEnd && w.readEndSeen && w.state == wqeSent:
 		// The requests in flight are answered (the last answer has
 		// ended: a longer, older one may still be coming, and asking
