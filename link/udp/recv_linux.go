@@ -67,9 +67,10 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 	}
 }
 
-// prepare points every header at its packet's buffer and address slot.
-func (r *receiver) prepare() {
-	for i := range r.hdrs {
+// prepare points the first k headers at their packets' buffers and address
+// slots (the others are as the last prepare left them).
+func (r *receiver) prepare(k int) {
+	for i := range k {
 		iov := &r.iovs[i]
 		iov.Base = &r.pkts[i].Buf[0]
 		iov.SetLen(link.BufSize)
@@ -142,9 +143,9 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 		return
 	}
 	r := newReceiver(rc, pkts)
+	r.prepare(n)
 	var errs int
 	for {
-		r.prepare()
 		err := r.rc.Read(r.read)
 		if err == nil && r.errno != 0 {
 			err = r.errno
@@ -159,5 +160,6 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			ok[i] = l.accept(sk, pkts[i], int(r.hdrs[i].n), r.source(i))
 		}
 		batch = l.deliver(h, pkts, ok, batch, r.k)
+		r.prepare(r.k) // the packets delivered were replaced
 	}
 }
