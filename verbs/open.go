@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/udp"
@@ -92,6 +93,9 @@ func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
 	}
 	if o.MTU == 0 {
 		o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+	}
+	if runtime.GOOS != "linux" {
+		name = "" // no netlink: the port does not follow the interface
 	}
 	return openUDP(addrs, o, name)
 }
