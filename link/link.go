@@ -88,6 +88,20 @@ type Link interface {
 	Close() error
 }
 
+// StateNotifier is implemented by links that know whether they can carry
+// packets, as a NIC knows its carrier: a device shows it as its port state
+// and raises port events when it changes. A link that does not implement it
+// is always up.
+type StateNotifier interface {
+	// Up reports whether the link can carry packets now.
+	Up() bool
+	// NotifyState registers f to be called with the new state each time it
+	// changes, replacing any earlier f (nil removes it). f is called from
+	// whatever goroutine saw the change, without the link's locks held; it
+	// must not block.
+	NotifyState(f func(up bool))
+}
+
 // Stats counts a link's traffic.
 type Stats struct {
 	TxPackets, TxBytes uint64
@@ -121,4 +135,6 @@ var (
 	ErrClosed  = errors.New("link: closed")
 	ErrStarted = errors.New("link: already started")
 	ErrAddress = errors.New("link: address not usable")
+	// ErrDown is returned by Send on a link that is down (StateNotifier).
+	ErrDown = errors.New("link: down")
 )

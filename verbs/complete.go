@@ -6,6 +6,7 @@ package verbs
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"time"
 
 	"github.com/softrdma/softrdma/wire"
@@ -65,6 +66,7 @@ func (qp *QP) handleAckLocked(syn wire.Syndrome, psn wire.PSN) {
 		}
 		qp.rewindLocked(psn)
 		qp.req.rnrWait = true
+		qp.req.fast = false
 		qp.req.deadline = 0
 		if qp.rnrT != nil {
 			qp.rnrT.Stop()
@@ -73,10 +75,21 @@ func (qp *QP) handleAckLocked(syn wire.Syndrome, psn wire.PSN) {
 	case syn.IsNAK():
 		qp.ackUpToLocked(psn.Add(-1))
 		if syn.NAKCode() == wire.NAKPSNSequence {
-			if !psn.Before(qp.req.psn) {
+			// Ignored: a NAK for a PSN already acknowledged, which is
+			// stale (overtaken by an ACK; rxe drops responses behind
+			// comp.psn too); one for a PSN not sent yet; and a second NAK
+			// for the PSN the last one rewound to. The responder NAKs an
+			// expected PSN once and expects it again only after receiving
+			// it, so that is a copy made on the way, and acting on it
+			// would send the same packets a third time.
+			if psn.Before(qp.req.ackedPSN) || !psn.Before(qp.req.psn) ||
+				qp.req.hasNakPSN && psn == qp.req.nakPSN {
+				qp.dev.stats.RxDuplicate.Add(1)
 				return
 			}
+			qp.req.nakPSN, qp.req.hasNakPSN = psn, true
 			qp.rewindLocked(psn)
+			qp.recoverLocked()
 			return
 		}
 		w := qp.wqeForPSNLocked(psn)
@@ -142,14 +155,17 @@ func (qp *QP) wqeForPSNLocked(psn wire.PSN) *swqe {
 	return nil
 }
 
-// ackUpToLocked applies an acknowledgement of every PSN up to psn. It
-// reports whether a read or atomic before psn turned out to lack its
-// response, so that the requester was rewound to ask for it again: a
-// response to a later request must then be dropped, as it will come again
-// (rxe's COMPST_ERROR_RETRY).
-func (qp *QP) ackUpToLocked(psn wire.PSN) (rewound bool) {
+// ackUpToLocked applies an acknowledgement of every PSN up to psn. SEND and
+// WRITE requests it covers complete. A READ or atomic before psn still
+// without its response lost it (IBTA 9.7.5.1.5: the responder answers in
+// PSN order): it is asked for again, alone, and the acknowledgement is kept
+// in peerAcked for the requests behind it, which need not be sent again.
+func (qp *QP) ackUpToLocked(psn wire.PSN) {
 	if psn.Before(qp.req.ackedPSN) {
-		return false // nothing new
+		return // nothing new
+	}
+	if !qp.req.hasPeerAcked || psn.After(qp.req.peerAcked) {
+		qp.req.peerAcked, qp.req.hasPeerAcked = psn, true
 	}
 	acked := qp.req.ackedPSN
 	progress := false
@@ -165,16 +181,12 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) (rewound bool) {
 			break
 		}
 		if isRdAtomic(w.op) {
-			// A later PSN is acknowledged but this read or atomic has no
-			// response yet: the response was lost. Ask again.
 			if psn.After(w.lastPSN) || (w.op != WRRDMARead && !psn.Before(w.firstPSN)) {
-				qp.ackedTo(w.firstPSN.Add(w.readPkts))
-				qp.rewindLocked(w.firstPSN.Add(w.readPkts))
-				return true
+				qp.responseLostLocked(w)
 			}
 			break
 		}
-		if psn.Before(w.lastPSN) || w.state != wqeSent {
+		if psn.Before(w.lastPSN) {
 			break // partly acknowledged
 		}
 		qp.completeSendLocked(w, Success)
@@ -189,7 +201,28 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) (rewound bool) {
 		qp.req.retryLeft = int(qp.attr.RetryCnt)
 		qp.req.rnrLeft = int(qp.attr.RNRRetry)
 	}
-	return false
+}
+
+// responseLostLocked handles an acknowledgement of a PSN after the READ or
+// atomic w while w has no response: the request or its response was lost.
+// The request is sent again alone, once until the next timeout; a READ whose
+// responses have begun to arrive finds its own gaps (handleReadResponseLocked).
+func (qp *QP) responseLostLocked(w *swqe) {
+	if w.state != wqeSent || w.reasked || (w.op == WRRDMARead && (w.readPkts > 0 || w.readSeen != 0)) {
+		return
+	}
+	qp.dev.stats.RxOutOfSeq.Add(1)
+	w.reasked, w.reaskAt = true, w.readPkts
+	qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
+	qp.recoverLocked()
+}
+
+// afterRdAtomicLocked runs when a READ or atomic completes: requests behind
+// it that the responder acknowledged meanwhile complete too.
+func (qp *QP) afterRdAtomicLocked() {
+	if qp.req.hasPeerAcked && !qp.req.peerAcked.Before(qp.req.ackedPSN) {
+		qp.ackUpToLocked(qp.req.peerAcked)
+	}
 }
 
 // ackedTo moves the oldest unacknowledged PSN forward to p, but not past
@@ -211,6 +244,10 @@ func (qp *QP) ackedTo(p wire.PSN) {
 	}
 	if p.After(qp.req.ackedPSN) && !p.After(qp.req.psn) {
 		qp.req.ackedPSN = p
+		if qp.req.fast {
+			// Progress: a recovery goes on until recoverPSN is reached.
+			qp.req.fast, qp.req.fastFired = p.Before(qp.req.recoverPSN), false
+		}
 		qp.refreshDeadlineLocked()
 	}
 }
@@ -221,9 +258,10 @@ func (qp *QP) handleAtomicAckLocked(psn wire.PSN, orig uint64) {
 		qp.dev.stats.RxDuplicate.Add(1)
 		return
 	}
-	if qp.ackUpToLocked(psn.Add(-1)) {
-		return // an earlier read or atomic is asked again, and this one with it
-	}
+	// The response acknowledges every request before it (an earlier READ or
+	// atomic without its response is asked for again); this one's result is
+	// final whatever happens to them.
+	qp.ackUpToLocked(psn.Add(-1))
 	var b [8]byte
 	binary.NativeEndian.PutUint64(b[:], orig)
 	if err := qp.dev.mrs.Scatter(b[:], qp.pd.id, w.sgl, 0); err != nil {
@@ -234,8 +272,18 @@ func (qp *QP) handleAtomicAckLocked(psn wire.PSN, orig uint64) {
 	qp.ackedTo(psn.Add(1))
 	qp.req.retryLeft = int(qp.attr.RetryCnt)
 	qp.req.rnrLeft = int(qp.attr.RNRRetry)
+	qp.afterRdAtomicLocked()
 }
 
+// readReorder is how far past a missing READ response a later one may
+// arrive before the missing one counts as lost (reordering below it is
+// waited out).
+const readReorder = 16
+
+// handleReadResponseLocked places a READ response. Responses carry their
+// offset in their PSN, so one arriving early (reordered, or after a lost one)
+// goes straight to memory and is remembered in readSeen; only the missing
+// ones are asked for again.
 func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 	psn := pkt.BTH().PSN()
 	info := pkt.Info()
@@ -244,28 +292,33 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 		qp.dev.stats.RxDuplicate.Add(1)
 		return
 	}
-	want := w.firstPSN.Add(w.readPkts)
-	if psn != want {
-		if psn.After(want) && !qp.req.readRetry {
-			// Responses were lost: ask for the rest again, once.
-			qp.dev.stats.RxOutOfSeq.Add(1)
-			qp.req.readRetry = true
-			qp.rewindLocked(want)
+	d := int(psn.Diff(w.firstPSN.Add(w.readPkts)))
+	if d < 0 || d < 64 && w.readSeen&(1<<d) != 0 {
+		qp.dev.stats.RxDuplicate.Add(1)
+		if d > 0 {
+			qp.readGapLocked(w, psn, info) // may end a retry's answer
 		}
 		return
 	}
-	qp.req.readRetry = false
-	if qp.ackUpToLocked(w.firstPSN.Add(-1)) {
-		return // an earlier read or atomic is asked again, and this one with it
+	// The responder has executed this READ, so every request before it
+	// (IBTA 9.7.5.1.5: responses come in PSN order, a READ response
+	// acknowledges the requests before it).
+	qp.ackUpToLocked(w.firstPSN.Add(-1))
+	if d >= 64 {
+		qp.readGapLocked(w, psn, info)
+		return
 	}
-	payload := pkt.Payload()
-	off := w.readPkts * qp.mtu
+	idx := w.readPkts + d
+	off := idx * qp.mtu
 	rem := w.length - off
-	last := rem <= qp.mtu
+	payload := pkt.Payload()
 	// Only the message's last response must be LAST or ONLY: before it a
-	// LAST may end a retry's partial request, and the responses to an
-	// older request, with the same data, may still be coming in.
-	if len(payload) != min(rem, qp.mtu) || last && !info.Is(wire.FlagComplete) {
+	// LAST may end a retry's partial request.
+	if len(payload) != min(rem, qp.mtu) || rem <= qp.mtu && !info.Is(wire.FlagComplete) {
+		if d > 0 {
+			qp.dev.stats.RxDuplicate.Add(1) // judged when it is the one expected
+			return
+		}
 		qp.failSendLocked(w, BadRespErr)
 		return
 	}
@@ -275,21 +328,75 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 			return
 		}
 	}
+	if idx == w.readEnd-1 && info.Is(wire.FlagComplete) {
+		w.readEndSeen = true
+	}
+	if d > 0 {
+		w.readSeen |= 1 << d
+		qp.readGapLocked(w, psn, info)
+		return
+	}
 	w.readPkts++
+	w.readSeen >>= 1
+	for w.readSeen&1 != 0 {
+		w.readPkts++
+		w.readSeen >>= 1
+	}
+	if w.reasked && w.readPkts > w.reaskAt {
+		w.reasked = false
+	}
+	// Now missing while responses readReorder or more beyond it are in:
+	// lost too (a retry's answer filled the gap before it), ask at once
+	// rather than wait for more responses or the timer.
+	gap := w.readSeen != 0 && 63-bits.LeadingZeros64(w.readSeen) >= readReorder
 	qp.req.retryLeft = int(qp.attr.RetryCnt)
 	// A response acknowledges its PSN (rxe moves comp.psn past it): a
 	// rewind to the next response then finds the PSN window open instead
 	// of waiting for the ACK timer with the whole READ counted in flight.
-	qp.ackedTo(psn.Add(1))
+	qp.ackedTo(w.firstPSN.Add(w.readPkts))
 	qp.refreshDeadlineLocked()
 	switch {
-	case last:
+	case w.readPkts == w.npkts:
 		qp.completeSendLocked(w, Success)
 		qp.ackedTo(w.lastPSN.Add(1))
-	case w.readPkts == w.readEnd:
-		// A retry's partial request is answered: ask for the next part.
+		qp.afterRdAtomicLocked()
+	case gap && w.state == wqeSent:
+		qp.dev.stats.RxOutOfSeq.Add(1)
+		w.reasked, w.reaskAt = true, w.readPkts
+		qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
+		qp.recoverLocked()
+	case w.readPkts >= w.readEnd && w.readEndSeen && w.state == wqeSent:
+		// The requests in flight are answered (the last answer has
+		// ended: a longer, older one may still be coming, and asking
+		// again while it does would only double it): ask for the next
+		// part.
 		qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
 	}
+}
+
+// readGapLocked handles a READ response at psn that arrived while the one
+// expected has not: the expected one is counted lost, and asked for again
+// alone, once it is far enough behind (readReorder) or a stream of responses
+// has ended (LAST or ONLY) without it. While such a request is out, only the
+// end of its own answer without the missing response asks again; the
+// retransmit timer covers a lost request.
+func (qp *QP) readGapLocked(w *swqe, psn wire.PSN, info *wire.OpInfo) {
+	if w.state != wqeSent {
+		return // being sent again anyway
+	}
+	d := int(psn.Diff(w.firstPSN.Add(w.readPkts)))
+	end := info.Is(wire.FlagComplete)
+	if w.reasked && w.reaskAt == w.readPkts {
+		if !end || psn != w.firstPSN.Add(w.reaskEnd-1) {
+			return
+		}
+	} else if d < readReorder && !end {
+		return
+	}
+	qp.dev.stats.RxOutOfSeq.Add(1)
+	w.reasked, w.reaskAt = true, w.readPkts
+	qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
+	qp.recoverLocked()
 }
 
 // rewindLocked goes back to psn: the WQE holding it and every later started
@@ -318,27 +425,60 @@ func (qp *QP) rewindLocked(psn wire.PSN) {
 			if !isRdAtomic(w.op) {
 				w.sent = int(qp.req.psn.Diff(w.firstPSN)) * qp.mtu
 			}
+			w.readEnd, w.reasked = w.readPkts, false
 			continue
 		}
+		// READ responses already in stay: their data is in place, and the
+		// request sent again asks only for the rest.
 		w.state = wqeSending
 		w.sent = 0
-		if w.op == WRRDMARead {
-			w.readPkts = 0
-		}
+		w.readEnd, w.reasked = w.readPkts, false
 	}
-	qp.req.noAckPkts = 0
+	// The first packet sent again asks for an acknowledgement, so a
+	// recovery learns quickly that it worked.
+	qp.req.noAckPkts = ackEvery - 1
 }
 
-// armRetryLocked starts the local ACK timer if it is not running.
+// recoveryDivisor sets the short deadline of a recovery: after a NAK or a
+// lost READ or atomic response, a retransmission not acknowledged within
+// 1/recoveryDivisor of the ACK timeout is sent again once. The responder NAKs
+// a missing PSN once and then stays silent until it arrives (IBTA
+// 9.7.5.1.2), so a retransmission lost again, or the acknowledgement of it,
+// would otherwise stall the QP for a whole ACK timeout. Outside a recovery
+// the deadline is the ACK timeout: a busy peer is not flooded with
+// duplicates.
+const recoveryDivisor = 8
+
+// recoverLocked starts a recovery for the retransmission just sent: until
+// ackedPSN reaches the PSN after the newest one sent, the deadline is the
+// short one, restarted by each acknowledgement that moves ackedPSN.
+func (qp *QP) recoverLocked() {
+	qp.req.fast, qp.req.fastFired = true, false
+	qp.req.recoverPSN = qp.sentPSNLocked()
+	qp.armRetryLocked()
+}
+
+// armRetryLocked sets the retransmit deadline from now: the ACK timeout, or
+// the short deadline in fast mode. The timer is re-armed lazily: one set to
+// fire before the deadline re-arms itself when it fires.
 func (qp *QP) armRetryLocked() {
 	d := ACKTimeoutOf(qp.attr.Timeout)
 	if d == 0 || qp.req.rnrWait {
 		return
 	}
-	qp.req.deadline = qp.dev.clk.Now().Add(d).UnixNano()
-	if qp.retryT == nil {
-		qp.retryT = qp.dev.clk.AfterFunc(d, qp.onRetryTimer)
+	if qp.req.fast {
+		d /= recoveryDivisor
 	}
+	now := qp.dev.clk.Now().UnixNano()
+	qp.req.deadline = now + int64(d)
+	if qp.retryT != nil {
+		if qp.req.retryAt <= qp.req.deadline {
+			return
+		}
+		qp.retryT.Stop()
+	}
+	qp.req.retryAt = qp.req.deadline
+	qp.retryT = qp.dev.clk.AfterFunc(d, qp.onRetryTimer)
 }
 
 // refreshDeadlineLocked restarts the ACK timeout after progress.
@@ -367,6 +507,7 @@ func (qp *QP) onRetryTimer() {
 	}
 	now := qp.dev.clk.Now().UnixNano()
 	if now < qp.req.deadline {
+		qp.req.retryAt = qp.req.deadline
 		qp.retryT = qp.dev.clk.AfterFunc(time.Duration(qp.req.deadline-now), qp.onRetryTimer)
 		return
 	}
@@ -379,6 +520,20 @@ func (qp *QP) onRetryTimer() {
 		if w = qp.oldestOutstandingLocked(); w == nil {
 			return
 		}
+	}
+	if qp.req.fast {
+		if !qp.req.fastFired {
+			// The peer was answering, but not lately: a packet, or the
+			// NAK or acknowledgement it caused, was lost. Send again from
+			// the oldest unacknowledged PSN, once, without using a retry.
+			qp.req.fastFired = true
+			qp.rewindLocked(qp.req.ackedPSN)
+			qp.armRetryLocked()
+			qp.progressLocked()
+			return
+		}
+		// Still nothing: from here on, ACK timeouts and the retry count.
+		qp.req.fast = false
 	}
 	if qp.req.retryLeft == 0 {
 		qp.failSendLocked(w, RetryExcErr)

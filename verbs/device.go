@@ -170,6 +170,9 @@ type Device struct {
 
 	events chan AsyncEvent
 	stats  DeviceStats
+
+	portDown atomic.Bool // the link reported itself down
+	portMu   sync.Mutex  // orders state changes with their events
 }
 
 // DeviceStats counts what the device's receive path dropped.
@@ -240,6 +243,10 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	}
 	empty := map[wire.QPN]*QP{}
 	d.qpTable.Store(&empty)
+	if sn, ok := l.(link.StateNotifier); ok {
+		sn.NotifyState(d.linkState)
+		d.linkState(sn.Up())
+	}
 	if err := l.Start(link.HandlerFunc(d.receive)); err != nil {
 		return nil, err
 	}
@@ -269,6 +276,9 @@ func (d *Device) Close() error {
 	for _, qp := range qps {
 		qp.shutdown()
 	}
+	if sn, ok := d.link.(link.StateNotifier); ok {
+		sn.NotifyState(nil)
+	}
 	return d.link.Close()
 }
 
@@ -291,8 +301,12 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 	if port != 1 {
 		return PortAttr{}, errf(ErrInvalid, "port %d (the device has port 1)", port)
 	}
+	state := PortActive
+	if d.portDown.Load() {
+		state = PortDown
+	}
 	return PortAttr{
-		State: PortActive, MaxMTU: d.mtu, ActiveMTU: d.mtu, GIDTableLen: len(d.gids),
+		State: state, MaxMTU: d.mtu, ActiveMTU: d.mtu, GIDTableLen: len(d.gids),
 		PKeyTableLen: PKeyTableLen, MaxMsgSize: MaxMsgSize, LID: 0, LinkLayer: "Ethernet",
 		PortCapFlags: 0x00010000 | 0x04000000, // CM supported, IP-based GIDs
 		ActiveSpeed:  1, ActiveWidth: 1, UDPPort: d.link.Port(),
@@ -341,6 +355,26 @@ func (d *Device) postEvent(ev AsyncEvent) {
 	default:
 		d.log.Warn("async event dropped: queue full", "event", ev.Type.String())
 	}
+}
+
+// linkState follows the link's state (link.StateNotifier): port 1 goes
+// DOWN or ACTIVE, with an EventPortErr or EventPortActive event, as rxe
+// does when its net device loses or regains carrier. QPs are left as they
+// are (rxe does not move them to the error state either): while the port is
+// down their packets are lost, so RC requesters retry and, if it stays down
+// longer than their retry budget, complete with RETRY_EXC_ERR.
+func (d *Device) linkState(up bool) {
+	d.portMu.Lock()
+	defer d.portMu.Unlock()
+	if d.portDown.Swap(!up) == !up {
+		return
+	}
+	ev := AsyncEvent{Type: EventPortActive, Port: 1}
+	if !up {
+		ev.Type = EventPortErr
+	}
+	d.log.Info("port state changed", "state", map[bool]string{true: "ACTIVE", false: "DOWN"}[up])
+	d.postEvent(ev)
 }
 
 // Stats returns the device's receive drop counters.

@@ -1,13 +1,15 @@
 // Asynchronous events, each provoked by its real condition: CQ overflow (and
 // the fatal error of the QP whose completion was lost), responder access and
 // request errors, the SRQ limit, the last WQE of a QP with an SRQ, and the
-// send queue drained. Port events (active, error) are not raised by the
-// device yet, so nothing here tests them.
+// send queue drained, and the port going down and up (a loop link taken
+// down).
 
 package verbs
 
 import (
 	"testing"
+
+	"github.com/softrdma/softrdma/link/loop"
 )
 
 func TestEventCQOverflow(t *testing.T) {
@@ -282,4 +284,66 @@ func TestEventSQDrainedWithoutNotify(t *testing.T) {
 	if ev := expectEvent(t, p.db, EventSQDrained); ev.QP != p.qb {
 		t.Fatal("event for the wrong QP")
 	}
+}
+
+// portState returns port 1's state.
+func portState(t *testing.T, d *Device) PortState {
+	t.Helper()
+	pa, err := d.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pa.State
+}
+
+// TestEventPort takes the requester's link down and up again, as a cable
+// pulled and plugged back: the port goes DOWN with EventPortErr and ACTIVE
+// with EventPortActive; the QP stays in RTS (as with rxe), a SEND posted
+// while the port is down is retried and completes once it is up, and one
+// posted while it stays down past the retry budget fails with
+// RETRY_EXC_ERR.
+func TestEventPort(t *testing.T) {
+	p, fk := newFakePair(t, pairOpts{retry: 3, timeout: 12})
+	ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
+	la := p.da.Link().(*loop.Link)
+	if s := portState(t, p.da); s != PortActive {
+		t.Fatalf("port %v at open, want ACTIVE", s)
+	}
+	la.SetUp(false)
+	if ev := expectEvent(t, p.da, EventPortErr); ev.Port != 1 || ev.QP != nil {
+		t.Fatalf("event %+v, want port 1", ev)
+	}
+	la.SetUp(false) // no change, no event
+	expectNoEvent(t, p.da)
+	expectNoEvent(t, p.db)
+	if s := portState(t, p.da); s != PortDown {
+		t.Fatalf("port %v while the link is down, want DOWN", s)
+	}
+	postRecv(t, p.qb, RecvWR{ID: 7, SGL: []SGE{mb.SGE(0, 4096)}})
+	post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
+	timeout := ACKTimeoutOf(12)
+	fk.Advance(timeout) // one retry, lost too
+	expectNoWC(t, p.ca)
+	expectState(t, p.qa, StateRTS)
+
+	la.SetUp(true)
+	if ev := expectEvent(t, p.da, EventPortActive); ev.Port != 1 {
+		t.Fatalf("event %+v, want port 1", ev)
+	}
+	if s := portState(t, p.da); s != PortActive {
+		t.Fatalf("port %v after the link came back, want ACTIVE", s)
+	}
+	fk.Advance(timeout)
+	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCSend)
+	checkWC(t, waitWC(t, p.cb, 1, waitFor)[0], 7, Success, WCRecv)
+
+	la.SetUp(false)
+	expectEvent(t, p.da, EventPortErr)
+	post(t, p.qa, SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
+	for range 4 { // retry_cnt 3: the fourth timeout ends it
+		fk.Advance(timeout)
+	}
+	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 2, RetryExcErr, WCSend)
+	expectState(t, p.qa, StateErr)
+	expectNoEvent(t, p.da) // RETRY_EXC_ERR raises no async event
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/udp"
@@ -35,6 +36,12 @@ func OpenUDP(addrs []netip.Addr, opts *UDPOptions) (*Device, error) {
 	if opts != nil {
 		o = *opts
 	}
+	return openUDP(addrs, o, "")
+}
+
+// openUDP is OpenUDP; ifname, if set, is the interface whose state the port
+// follows.
+func openUDP(addrs []netip.Addr, o UDPOptions, ifname string) (*Device, error) {
 	if len(addrs) == 0 {
 		return nil, errf(ErrInvalid, "no addresses")
 	}
@@ -49,7 +56,7 @@ func OpenUDP(addrs []netip.Addr, opts *UDPOptions) (*Device, error) {
 			o.MTU = MTU1024
 		}
 	}
-	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger})
+	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger, Interface: ifname})
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +71,10 @@ func OpenUDP(addrs []netip.Addr, opts *UDPOptions) (*Device, error) {
 // OpenInterface opens a device on every IP address of the named network
 // interface. The GID table follows Linux rxe: IPv6 link-local addresses
 // first, then IPv4 addresses (as IPv4-mapped GIDs), then other IPv6
-// addresses, so GID indexes mean the same as on a Linux host.
+// addresses, so GID indexes mean the same as on a Linux host. On Linux the
+// port follows the interface's state (netlink RTNLGRP_LINK): DOWN, with an
+// EventPortErr, while it is not up and running; ACTIVE, with
+// EventPortActive, when it is again.
 func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
 	ifc, err := net.InterfaceByName(name)
 	if err != nil {
@@ -84,7 +94,10 @@ func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
 	if o.MTU == 0 {
 		o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
 	}
-	return OpenUDP(addrs, &o)
+	if runtime.GOOS != "linux" {
+		name = "" // no netlink: the port does not follow the interface
+	}
+	return openUDP(addrs, o, name)
 }
 
 // InterfaceGIDOrder returns an interface's addresses in rxe's GID order.

@@ -73,8 +73,20 @@ type swqe struct {
 	lastPSN  wire.PSN
 	npkts    int
 	sent     int // bytes sent (SEND/WRITE) or received (READ)
-	readPkts int // read response packets received
-	readEnd  int // READ: the response packets the request in flight asks up to
+	// READ progress, in response packets: readPkts arrived in order (their
+	// data is in place); bit i of readSeen says packet readPkts+i (i >= 1)
+	// arrived early and is in place too. readEnd is how far the requests
+	// believed in flight reach. A lone re-request for the missing packet
+	// readPkts (reasked) asked for packets [reaskAt, reaskEnd).
+	readPkts int
+	readSeen uint64
+	readEnd  int
+	// readEndSeen: the response at readEnd-1 came as a LAST or ONLY, so no
+	// stream of responses in flight goes further.
+	readEndSeen bool
+	reasked     bool
+	reaskAt     int
+	reaskEnd    int
 }
 
 type sendQueue struct {

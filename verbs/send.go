@@ -6,6 +6,8 @@
 package verbs
 
 import (
+	"math/bits"
+
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
 )
@@ -28,10 +30,24 @@ type requester struct {
 	deadline  int64 // retransmit deadline, clock nanoseconds; 0 = none
 	rnrWait   bool  // waiting for the RNR timer
 	noAckPkts int   // packets since the last AckReq
-	// readRetry is set after out-of-order read responses caused a rewind,
-	// so the rest of the old response stream does not cause more (rxe's
-	// started_retry); the expected response clears it.
-	readRetry bool
+	// peerAcked is the newest PSN the responder has acknowledged (valid
+	// if hasPeerAcked). An acknowledgement cannot complete requests behind
+	// a READ or atomic still waiting for its response; they complete from
+	// it once that response is in, without being sent again.
+	peerAcked    wire.PSN
+	hasPeerAcked bool
+	// nakPSN is the PSN the last PSN sequence NAK rewound to.
+	nakPSN    wire.PSN
+	hasNakPSN bool
+	// fast is set during a recovery (recoverLocked), until ackedPSN
+	// reaches recoverPSN; the deadline is then the short one. fastFired
+	// says it expired once without progress since: that resent without
+	// using a retry; the next expiry falls back to the ACK timeout and the
+	// retry count.
+	fast       bool
+	fastFired  bool
+	recoverPSN wire.PSN
+	retryAt    int64 // when the armed retry timer fires, clock nanoseconds
 }
 
 // PostSend posts send work requests. On error the returned *WRError says
@@ -218,7 +234,7 @@ func (qp *QP) startLocked(w *swqe) bool {
 	w.firstPSN = qp.req.psn
 	w.lastPSN = qp.req.psn.Add(w.npkts - 1)
 	w.sent = 0
-	w.readPkts = 0
+	w.readPkts, w.readSeen, w.readEnd, w.reasked = 0, 0, 0, false
 	w.state = wqeSending
 	return true
 }
@@ -284,18 +300,27 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 	case WRRDMARead:
 		done := w.readPkts * qp.mtu
 		n := w.length - done
-		if w.readPkts > 0 {
-			// A retry asks for at most a window of responses and the
-			// completer asks for the next part when they are in: asking
-			// for the whole rest after each lost response would cost
-			// traffic quadratic in the message length. Only once a
-			// response has come: the responder has then executed the
-			// whole request, so each part is a duplicate to it; a part
-			// sent first would be executed as a shorter READ, leaving its
-			// expected PSN inside this one's range.
-			n = min(n, maxUnacked*qp.mtu)
+		if w.readPkts > 0 || w.readSeen != 0 {
+			// The responder has executed the request (a response came), so
+			// this one is a duplicate to it, answered from memory. Ask for
+			// at most a window of responses (asking for the whole rest
+			// after each lost response would cost traffic quadratic in the
+			// message length), and only up to the first one already in,
+			// included: its second copy ends the answer, so its arrival
+			// without the ones before it says they were lost again.
+			// Never before a response has come: a part sent first would be
+			// executed as a shorter READ, leaving the responder's expected
+			// PSN inside this one's range.
+			k := min(packetsFor(n, qp.mtu), maxUnacked)
+			if w.readSeen != 0 {
+				k = min(k, bits.TrailingZeros64(w.readSeen)+1)
+			}
+			n = min(n, k*qp.mtu)
 		}
-		w.readEnd = w.readPkts + packetsFor(n, qp.mtu)
+		w.reaskEnd = w.readPkts + packetsFor(n, qp.mtu)
+		if w.reaskEnd > w.readEnd {
+			w.readEnd, w.readEndSeen = w.reaskEnd, false
+		}
 		h.RETH = wire.RETHFields{VA: w.raddr + uint64(done), RKey: w.rkey, DMALen: uint32(n)}
 	case WRAtomicCmpAndSwp:
 		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swap, Compare: w.cmpAdd}

@@ -77,18 +77,14 @@ const GSIQKey QKey = 0x80010000
 // such a key means "use the QP's own Q_Key" and a QP may not send it.
 func (k QKey) Controlled() bool { return k&0x80000000 != 0 }
 
-// LKey is a local memory key, used in scatter/gather elements.
+// LKey is a local memory key, used in scatter/gather elements. Keys are
+// opaque 32-bit values: softrdma draws them at random, and a peer's keys have
+// no structure a requester may rely on.
 type LKey uint32
 
-// RKey is a remote memory key carried in RETH, AtomicETH and IETH.
+// RKey is a remote memory key carried in RETH, AtomicETH and IETH; opaque
+// like LKey.
 type RKey uint32
-
-// Index returns the 24-bit table index part of a key; the low 8 bits are a
-// variant the owner may change on re-registration.
-func (k LKey) Index() uint32 { return uint32(k) >> 8 }
-
-// Index returns the 24-bit table index part of a key.
-func (k RKey) Index() uint32 { return uint32(k) >> 8 }
 
 // MSN is a 24-bit message sequence number carried in AETH.
 type MSN uint32

@@ -125,9 +125,6 @@ func TestPKey(t *testing.T) {
 	if !wire.GSIQKey.Controlled() || wire.QKey(0x7FFFFFFF).Controlled() || wire.GSIQKey != 0x80010000 {
 		t.Error("QKey.Controlled")
 	}
-	if wire.RKey(0x12345678).Index() != 0x123456 || wire.LKey(0xABCDEF01).Index() != 0xABCDEF {
-		t.Error("key Index")
-	}
 }
 
 // ibtaCredits is IBTA table 42: the receive credits an ACK credit code

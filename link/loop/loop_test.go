@@ -570,3 +570,53 @@ func TestFaultAccounting(t *testing.T) {
 	}
 	t.Logf("network: %+v", ns)
 }
+
+// TestSetUp takes a link down and up: Send fails with ErrDown, packets for
+// it are dropped, the state function sees each change once.
+func TestSetUp(t *testing.T) {
+	linktest.NoLeaks(t)
+	_, a, b := pair(t, Config{}, []netip.Addr{ip1}, []netip.Addr{ip2})
+	var _ link.StateNotifier = a
+	rx := linktest.NewCollector()
+	b.Start(rx)
+	var changes []bool
+	b.NotifyState(func(up bool) { changes = append(changes, up) })
+	send := func(l, to *Link, seq uint32) error {
+		p := linktest.MakePacket(seq, 64, linktest.Endpoint(l), linktest.Endpoint(to))
+		defer link.Put(p)
+		return l.Send([]*link.Packet{p})
+	}
+	if !b.Up() {
+		t.Fatal("a link attaches down")
+	}
+	b.SetUp(false)
+	b.SetUp(false)
+	if b.Up() {
+		t.Fatal("Up after SetUp(false)")
+	}
+	if err := send(b, a, 1); !errors.Is(err, link.ErrDown) {
+		t.Fatalf("Send on a down link = %v, want ErrDown", err)
+	}
+	if err := send(a, b, 2); err != nil {
+		t.Fatal(err)
+	}
+	rx.Quiet(t, 0, 20*time.Millisecond)
+	if s := b.Stats(); s.Dropped != 1 || s.TxErrors != 1 || s.RxPackets != 0 {
+		t.Errorf("down link stats %+v, want 1 dropped, 1 TxError", s)
+	}
+	b.SetUp(true)
+	if err := send(a, b, 3); err != nil {
+		t.Fatal(err)
+	}
+	if msg := linktest.CheckPacket(rx.WaitFor(t, 1)[0], 3, 64, linktest.Endpoint(a), linktest.Endpoint(b)); msg != "" {
+		t.Fatal(msg)
+	}
+	if len(changes) != 2 || changes[0] || !changes[1] {
+		t.Fatalf("state changes %v, want [false true]", changes)
+	}
+	b.NotifyState(nil)
+	b.SetUp(false)
+	if len(changes) != 2 {
+		t.Fatal("NotifyState(nil) did not remove the function")
+	}
+}

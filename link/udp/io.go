@@ -1,7 +1,7 @@
 // The data path: Send seals the caller's packets and writes them with one
 // WriteBatch (sendmmsg) per source socket; each socket's reader goroutine
-// receives datagrams with ReadBatch (recvmmsg) into pool packets, checks them
-// and hands them to the Handler a batch at a time.
+// (recv_linux.go, recv_other.go) receives datagrams into pool packets, checks
+// them and hands them to the Handler a batch at a time.
 
 package udp
 
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -217,6 +218,9 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 			l.ctr.TxBytes.Add(uint64(len(m.Buffers[0])))
 		}
 		msgs = msgs[n:]
+		if n > 0 && l.down.Load() && l.watch == nil {
+			l.setUp(true, "sent", nil)
+		}
 		if err == nil {
 			if n == 0 { // cannot happen; do not spin if it does
 				l.ctr.TxErrors.Add(uint64(len(msgs)))
@@ -228,6 +232,9 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 			l.ctr.TxErrors.Add(uint64(len(msgs)))
 			return cmp(first, link.ErrClosed)
 		}
+		if errors.Is(err, syscall.ENETDOWN) || errors.Is(err, syscall.EADDRNOTAVAIL) {
+			l.setUp(false, "send failed", err)
+		}
 		// sendmmsg reports an error only for the first message it could not
 		// send: count it as lost and go on with the rest.
 		l.ctr.TxErrors.Add(1)
@@ -238,92 +245,65 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 	return first
 }
 
-// readLoop is the receive path of one socket, run by its reader goroutine
-// until the socket is closed. A later UDP_GRO path would split coalesced
-// datagrams (their segment size comes in a control message) right after
-// ReadBatch; a busy-poll mode would replace the blocking ReadBatch with
-// MSG_DONTWAIT reads in a spin.
-func (l *Link) readLoop(sk *socket, h link.Handler) {
-	defer l.wg.Done()
-	n := l.batch
-	msgs := make([]ipv4.Message, n)
-	bufs := make([][]byte, n)
-	pkts := make([]*link.Packet, n)
-	batch := make([]*link.Packet, 0, n)
-	for i := range msgs {
+// deliver hands the accepted packets among the first k of pkts to h as one
+// batch, then replaces those k with fresh pool packets (the Handler may not
+// keep them, so they are returned to the pool).
+func (l *Link) deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packet, k int) []*link.Packet {
+	if k > 0 && l.down.Load() && l.watch == nil {
+		l.setUp(true, "received", nil)
+	}
+	batch = batch[:0]
+	for i := range k {
+		if ok[i] {
+			batch = append(batch, pkts[i])
+		}
+	}
+	if len(batch) > 0 {
+		h.Receive(batch)
+		clear(batch)
+	}
+	for i := range k {
+		link.Put(pkts[i])
 		pkts[i] = link.Get()
-		bufs[i] = pkts[i].Buf[:link.BufSize]
-		msgs[i].Buffers = bufs[i : i+1 : i+1]
 	}
-	defer func() {
-		for _, p := range pkts {
-			link.Put(p)
-		}
-	}()
-	var errs int
-	for {
-		k, err := sk.bc.ReadBatch(msgs, 0)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || l.closed.Load() {
-				return
-			}
-			// Unexpected (e.g. a pending ICMP error): log some, back off a
-			// little so a persistent error cannot spin.
-			if errs++; errs <= 10 || errs%1000 == 0 {
-				l.log.Warn("udp: receive failed", "on", sk.local, "err", err, "count", errs)
-			}
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		batch = batch[:0]
-		for i := range k {
-			if l.accept(sk, &msgs[i], pkts[i]) {
-				batch = append(batch, pkts[i])
-			}
-		}
-		if len(batch) > 0 {
-			h.Receive(batch)
-			clear(batch)
-		}
-		for i := range k {
-			link.Put(pkts[i])
-			pkts[i] = link.Get()
-			bufs[i] = pkts[i].Buf[:link.BufSize]
-			msgs[i].Addr = nil
-		}
-	}
+	return batch
 }
 
-// accept fills p from the received message m and reports whether it passes
-// the framing and ICRC checks, counting it either way.
-func (l *Link) accept(sk *socket, m *ipv4.Message, p *link.Packet) bool {
-	if m.N < wire.BTHLen+wire.ICRCLen || m.N >= link.BufSize {
+// readFailed handles an unexpected receive error (e.g. a pending ICMP
+// error): it logs some and backs off a little so a persistent error cannot
+// spin. It reports whether the loop must stop (the socket is closed).
+func (l *Link) readFailed(sk *socket, err error, errs *int) bool {
+	if l.closed.Load() {
+		return true
+	}
+	if errors.Is(err, net.ErrClosed) {
+		// Closed, but not by Close: this socket is gone for good.
+		l.setUp(false, "socket closed", err)
+		return true
+	}
+	if *errs++; *errs <= 10 || *errs%1000 == 0 {
+		l.log.Warn("udp: receive failed", "on", sk.local, "err", err, "count", *errs)
+	}
+	time.Sleep(time.Millisecond)
+	return false
+}
+
+// accept fills p, holding a datagram of n bytes from src, and reports
+// whether it passes the framing and ICRC checks, counting it either way.
+func (l *Link) accept(sk *socket, p *link.Packet, n int, src netip.AddrPort) bool {
+	if n < wire.BTHLen+wire.ICRCLen || n >= link.BufSize || !src.Addr().IsValid() {
 		l.ctr.RxMalformed.Add(1)
 		return false
 	}
-	ua, ok := m.Addr.(*net.UDPAddr)
-	if !ok {
-		l.ctr.RxMalformed.Add(1)
-		return false
-	}
-	src, ok := netip.AddrFromSlice(ua.IP)
-	if !ok {
-		l.ctr.RxMalformed.Add(1)
-		return false
-	}
-	src = src.Unmap()
-	if ua.Zone != "" && src.Is6() {
-		src = src.WithZone(ua.Zone)
-	}
-	p.N = m.N
-	p.Src = netip.AddrPortFrom(src, uint16(ua.Port))
+	p.N = n
+	p.Src = src
 	p.Dst = sk.local
 
 	if sk.is4 && l.policy == NoICRCCheck {
 		l.ctr.RxICRCUnchecked.Add(1)
 	} else {
 		fr := wire.Framing{
-			Src: src, Dst: sk.addr, SrcPort: p.Src.Port(), DstPort: sk.local.Port(),
+			Src: src.Addr(), Dst: sk.addr, SrcPort: src.Port(), DstPort: sk.local.Port(),
 			IPv4Frag: wire.IPv4DontFragment,
 		}
 		if !wire.VerifyICRC(&fr, p.Data()) {

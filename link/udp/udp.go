@@ -9,9 +9,13 @@
 // ephemeral one). Send groups a batch by source address and hands each group to
 // its socket with one sendmmsg call (x/net's WriteBatch); each socket has a
 // reader goroutine that receives up to Config.BatchSize datagrams per
-// recvmmsg call (ReadBatch) into pool packets and hands them to the Handler
-// as one batch. On platforms other than Linux the same code works through
-// plain net.UDPConn, one datagram per call, without the socket options below.
+// recvmmsg call into pool packets and hands them to the Handler as one batch.
+// On Linux it calls recvmmsg itself through the socket's syscall.RawConn
+// (parking in the runtime's poller when the socket is empty), with headers
+// and address buffers set up once, so receiving allocates nothing per
+// datagram. On other platforms the same code works through x/net's
+// ReadBatch on a plain net.UDPConn, one datagram per call, without the socket
+// options below.
 //
 // # Sending and the ICRC
 //
@@ -120,6 +124,11 @@ type Config struct {
 	// BatchSize is the number of datagrams a reader receives per call and
 	// so the largest batch handed to the Handler (DefaultBatchSize if zero).
 	BatchSize int
+	// Interface, if set, names the network interface the addresses belong
+	// to: the link then follows its state (Up, NotifyState), down while
+	// the interface is not up and running, through a netlink subscription
+	// (RTNLGRP_LINK). Linux only: elsewhere Open fails if it is set.
+	Interface string
 	// SocketBuffer is the size in bytes asked for SO_RCVBUF and SO_SNDBUF
 	// (DefaultSocketBuffer if zero, the system's default if negative). Best
 	// effort: on Linux the link tries SO_RCVBUFFORCE first (which needs
@@ -151,6 +160,10 @@ type Link struct {
 
 	closed  atomic.Bool // Send fails once set
 	scratch sync.Pool   // *sendScratch
+
+	down   atomic.Bool // see Up
+	notify atomic.Pointer[func(up bool)]
+	watch  *ifWatch // Config.Interface's state, or nil
 
 	mu      sync.Mutex // guards started, closing and wg.Add
 	started bool
@@ -217,6 +230,22 @@ func Open(cfg Config) (*Link, error) {
 		log:    log,
 		socks:  socks,
 	}
+	if cfg.Interface != "" {
+		w, up, err := watchInterface(cfg.Interface)
+		if err != nil {
+			for _, s := range socks {
+				s.conn.Close()
+			}
+			return nil, err
+		}
+		l.watch = w
+		l.down.Store(!up)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			w.run(func(up bool) { l.setUp(up, "interface "+cfg.Interface, nil) })
+		}()
+	}
 	log.Debug("udp: link open", "addrs", cfg.Addrs, "port", port, "icrc", cfg.ICRCPolicy, "batch", cfg.BatchSize)
 	return l, nil
 }
@@ -276,6 +305,35 @@ func (l *Link) Addrs() []netip.Addr { return append([]netip.Addr(nil), l.addrs..
 // Port returns the UDP port bound on every address.
 func (l *Link) Port() uint16 { return l.port }
 
+// Up reports whether the link can carry packets (link.StateNotifier). With
+// Config.Interface it follows the interface's state. It also goes down when the kernel says the network or the local address is gone
+// (a send fails with ENETDOWN or EADDRNOTAVAIL) or a socket is closed other
+// than by Close, and (without Config.Interface) up again when a packet is
+// sent or received. Per-destination errors
+// (unreachable hosts or networks) do not count.
+func (l *Link) Up() bool { return !l.down.Load() }
+
+// NotifyState registers f to be called with each new state
+// (link.StateNotifier).
+func (l *Link) NotifyState(f func(up bool)) {
+	if f == nil {
+		l.notify.Store(nil)
+		return
+	}
+	l.notify.Store(&f)
+}
+
+// setUp records the link's state and reports a change.
+func (l *Link) setUp(up bool, why string, err error) {
+	if l.down.Swap(!up) == !up || l.closed.Load() {
+		return
+	}
+	l.log.Warn("udp: link state changed", "up", up, "why", why, "err", err)
+	if f := l.notify.Load(); f != nil {
+		(*f)(up)
+	}
+}
+
 // Stats returns the link's counters.
 func (l *Link) Stats() link.Stats { return l.ctr.Snapshot() }
 
@@ -319,6 +377,9 @@ func (l *Link) Close() error {
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("udp: close %s: %w", s.local, err))
 		}
+	}
+	if l.watch != nil {
+		l.watch.close()
 	}
 	l.wg.Wait()
 	l.log.Debug("udp: link closed", "addrs", l.addrs, "port", l.port)

@@ -294,7 +294,7 @@ func TestMalformed(t *testing.T) {
 }
 
 // TestSendAllocs measures allocations per Send of a batch. The receiver is
-// not started, so its reads (which x/net makes allocate) do not count.
+// not started (TestRecvAllocs measures both sides on Linux).
 func TestSendAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items")
@@ -338,8 +338,8 @@ func TestSendAllocs(t *testing.T) {
 // BenchmarkUDPSendRecv sends 1 KiB and 4 KiB packets in batches of 32
 // between two loopback links, keeping at most a window of packets in flight
 // so the receiver's socket buffer does not overflow. It reports packets/s,
-// bytes/s (MB/s) and allocations (both goroutines; x/net's ReadBatch
-// allocates a source address per packet), and drops per op if any.
+// bytes/s (MB/s) and allocations (both goroutines; none on Linux), and
+// drops per op if any.
 func BenchmarkUDPSendRecv(b *testing.B) {
 	for _, size := range []int{1024, 4096} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) { benchSendRecv(b, size) })
@@ -430,5 +430,39 @@ func TestSendFirstRefused(t *testing.T) {
 	}
 	if s := a.Stats(); s.TxPackets != 1 || s.TxErrors != 1 {
 		t.Errorf("Stats %+v, want 1 sent and 1 error", s)
+	}
+}
+
+// TestStateSocketClosed closes a link's socket under it, as a failure would:
+// the link reports itself down, once.
+func TestStateSocketClosed(t *testing.T) {
+	a, b := pair4(t, Config{})
+	var _ link.StateNotifier = a
+	changes := make(chan bool, 4)
+	a.NotifyState(func(up bool) { changes <- up })
+	if err := a.Start(link.HandlerFunc(func([]*link.Packet) {})); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Up() {
+		t.Fatal("a new link is down")
+	}
+	a.socks[0].conn.Close()
+	select {
+	case up := <-changes:
+		if up || a.Up() {
+			t.Fatalf("state change to up=%v after the socket closed", up)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no state change after the socket closed")
+	}
+	p := linktest.MakePacket(1, 64, linktest.Endpoint(a), linktest.Endpoint(b))
+	defer link.Put(p)
+	if err := a.Send([]*link.Packet{p}); err == nil {
+		t.Fatal("Send on a closed socket succeeded")
+	}
+	select {
+	case up := <-changes:
+		t.Fatalf("second state change, up=%v", up)
+	case <-time.After(20 * time.Millisecond):
 	}
 }

@@ -1,0 +1,65 @@
+//go:build !linux
+
+// The receive path where recvmmsg is not available to call directly: x/net's
+// ReadBatch, which reads one datagram per call there and allocates a source
+// address per datagram.
+
+package udp
+
+import (
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/softrdma/softrdma/link"
+)
+
+// readLoop is the receive path of one socket, run by its reader goroutine
+// until the socket is closed.
+func (l *Link) readLoop(sk *socket, h link.Handler) {
+	defer l.wg.Done()
+	n := l.batch
+	msgs := make([]ipv4.Message, n)
+	bufs := make([][]byte, n)
+	pkts := make([]*link.Packet, n)
+	ok := make([]bool, n)
+	batch := make([]*link.Packet, 0, n)
+	for i := range msgs {
+		pkts[i] = link.Get()
+		msgs[i].Buffers = bufs[i : i+1 : i+1]
+	}
+	defer func() {
+		for _, p := range pkts {
+			link.Put(p)
+		}
+	}()
+	var errs int
+	for {
+		for i := range msgs {
+			bufs[i] = pkts[i].Buf[:link.BufSize]
+			msgs[i].Addr = nil
+		}
+		k, err := sk.bc.ReadBatch(msgs, 0)
+		if err != nil {
+			if l.readFailed(sk, err, &errs) {
+				return
+			}
+			continue
+		}
+		for i := range k {
+			var src netip.AddrPort
+			if ua, isUDP := msgs[i].Addr.(*net.UDPAddr); isUDP {
+				if a, valid := netip.AddrFromSlice(ua.IP); valid {
+					a = a.Unmap()
+					if ua.Zone != "" && a.Is6() {
+						a = a.WithZone(ua.Zone)
+					}
+					src = netip.AddrPortFrom(a, uint16(ua.Port))
+				}
+			}
+			ok[i] = l.accept(sk, pkts[i], msgs[i].N, src)
+		}
+		batch = l.deliver(h, pkts, ok, batch, k)
+	}
+}

@@ -1,0 +1,68 @@
+package verbs
+
+import (
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestPortFollowsInterface opens a device with OpenInterface on the loopback
+// interface of a network namespace of its own and takes the interface down
+// and up with ip(8): the port follows, with EventPortErr and
+// EventPortActive. It needs CAP_SYS_ADMIN (unshare) and ip; without them it
+// is skipped.
+func TestPortFollowsInterface(t *testing.T) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip(8)")
+	}
+	// The subtest's goroutine locks its thread, which enters the namespace
+	// and is never unlocked: it ends with the goroutine, and the namespace
+	// with it.
+	t.Run("netns", func(t *testing.T) {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			t.Skipf("unshare(CLONE_NEWNET): %v", err)
+		}
+		ip := func(args ...string) {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v: %s", args, err, out)
+			}
+		}
+		ip("link", "set", "lo", "up")
+		d, err := OpenInterface("lo", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		state := func() PortState {
+			pa, err := d.QueryPort(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pa.State
+		}
+		if s := state(); s != PortActive {
+			t.Fatalf("port %v at open, want ACTIVE", s)
+		}
+		ip("link", "set", "lo", "down")
+		if ev := expectEvent(t, d, EventPortErr); ev.Port != 1 {
+			t.Fatalf("event %+v", ev)
+		}
+		if s := state(); s != PortDown {
+			t.Fatalf("port %v with lo down, want DOWN", s)
+		}
+		ip("link", "set", "lo", "up")
+		expectEvent(t, d, EventPortActive)
+		if s := state(); s != PortActive {
+			t.Fatalf("port %v with lo up again, want ACTIVE", s)
+		}
+		select {
+		case ev := <-d.Events():
+			t.Fatalf("unexpected event %v", ev.Type)
+		case <-time.After(50 * time.Millisecond):
+		}
+	})
+}
