@@ -215,6 +215,23 @@ func (l *Link) Port() uint16 { return l.inner.Port() }
 // Stats returns the inner link's counters.
 func (l *Link) Stats() link.Stats { return l.inner.Stats() }
 
+// Up reports the inner link's state (link.StateNotifier); a link that does
+// not report one is always up.
+func (l *Link) Up() bool {
+	if sn, ok := l.inner.(link.StateNotifier); ok {
+		return sn.Up()
+	}
+	return true
+}
+
+// NotifyState passes f to the inner link, if it reports its state, so a
+// device on the tap sees the same port events as one on the inner link.
+func (l *Link) NotifyState(f func(up bool)) {
+	if sn, ok := l.inner.(link.StateNotifier); ok {
+		sn.NotifyState(f)
+	}
+}
+
 // Send records the batch and sends it through the inner link. Records are
 // written first, so that they come before any answer the reader records; the
 // tap seals each packet's ICRC for the framing link/udp uses (the inner link

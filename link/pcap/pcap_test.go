@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/link/pcap"
 	"github.com/softrdma/softrdma/link/udp"
 	"github.com/softrdma/softrdma/wire"
@@ -216,5 +217,36 @@ func TestWriterErrors(t *testing.T) {
 	}
 	if buf.Len() != 24 || w.Packets() != 0 {
 		t.Errorf("file has %d bytes and %d records, want a bare 24-byte header", buf.Len(), w.Packets())
+	}
+}
+
+// TestTapPassesLinkState: a device on the tap sees the inner link's state,
+// so --pcap does not hide port events.
+func TestTapPassesLinkState(t *testing.T) {
+	n := loop.NewNetwork(loop.Config{})
+	inner, err := n.Attach([]netip.Addr{netip.MustParseAddr("10.0.0.1")}, 4791)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pcap.NewWriter(io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := pcap.Tap(inner, w, nil)
+	defer tap.Close()
+	var sn link.StateNotifier = tap
+	changes := make(chan bool, 2)
+	sn.NotifyState(func(up bool) { changes <- up })
+	if !sn.Up() {
+		t.Fatal("tap of a new link is down")
+	}
+	inner.SetUp(false)
+	select {
+	case up := <-changes:
+		if up || sn.Up() {
+			t.Fatalf("after SetUp(false): change up=%v, Up()=%v", up, sn.Up())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no state change reached the tap's listener")
 	}
 }
