@@ -171,7 +171,7 @@ func TestCheck(t *testing.T) {
 	if len(rep.ReceivedProblems) != 1 || !strings.HasPrefix(rep.ReceivedProblems[0], "frame 4 ") {
 		t.Errorf("received problems %q, want frame 4", rep.ReceivedProblems)
 	}
-	if rep.SentOps["RC_SEND_ONLY"] != 4 && len(rep.SentOps) != 1 {
+	if rep.SentOps["RC SEND_ONLY"] != 4 || len(rep.SentOps) != 1 {
 		t.Errorf("sent opcodes %v", rep.SentOps)
 	}
 	if want := wire.BTHLen + 64 + wire.ICRCLen; rep.SentMaxLen != want || rep.ReceivedMaxLen != want {
