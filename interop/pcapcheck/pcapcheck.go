@@ -130,7 +130,12 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 		}
 		rep.Frames++
 		if ci.CaptureLength < ci.Length {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("frame %d: truncated by the capture (%d of %d bytes)", rep.Frames, ci.CaptureLength, ci.Length))
+			// Only RoCE frames need to be whole; the snap length covers
+			// the link's MTU, but TCP frames merged by the host stack (the
+			// agent's replies, say) can exceed it.
+			if mayBeRoCE(data) {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("frame %d: truncated by the capture (%d of %d bytes)", rep.Frames, ci.CaptureLength, ci.Length))
+			}
 			continue
 		}
 		rep.add(rep.Frames, data, senders)
@@ -224,6 +229,43 @@ func madString(m mad.MAD) string {
 		return m.AttributeID().String()
 	}
 	return fmt.Sprintf("%v/%v", m.MgmtClass(), m.AttributeID())
+}
+
+// mayBeRoCE reports whether a frame cut short by the capture could be a
+// RoCEv2 packet: IP with UDP to RoCEPort, or headers too short or unusual to
+// tell.
+func mayBeRoCE(frame []byte) bool {
+	ip, ok := ethernetIP(frame)
+	if !ok {
+		return false
+	}
+	var proto byte
+	var l4 []byte
+	switch ip[0] >> 4 {
+	case 4:
+		if len(ip) < 20 {
+			return true
+		}
+		hl := int(ip[0]&0x0f) * 4
+		proto = ip[9]
+		if len(ip) >= hl {
+			l4 = ip[hl:]
+		}
+	case 6:
+		if len(ip) < 40 {
+			return true
+		}
+		proto, l4 = ip[6], ip[40:]
+		if proto != 6 && proto != 17 {
+			return true // an extension header, or anything else
+		}
+	default:
+		return true
+	}
+	if proto != 17 {
+		return false
+	}
+	return len(l4) < 4 || binary.BigEndian.Uint16(l4[2:]) == RoCEPort
 }
 
 // ethernetIP returns the IP packet inside an untagged Ethernet II frame.

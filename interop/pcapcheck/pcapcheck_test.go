@@ -213,6 +213,49 @@ func TestCheckMADs(t *testing.T) {
 	}
 }
 
+func TestCheckTruncatedFrames(t *testing.T) {
+	tcp := frame(hostA, peerB, 64, nil)
+	tcp[14+9] = 6 // IPv4 protocol TCP
+	tcp6 := frame(host6, peer6, 64, nil)
+	tcp6[14+6] = 6
+	frames := [][]byte{
+		frame(hostA, peerB, 64, nil), // 1 RoCE
+		tcp,                          // 2 TCP: not RoCE
+		frame(peerB, hostA, 64, nil), // 3 RoCE received
+		tcp6,                         // 4 TCP over IPv6
+		frame(hostA, peerB, 64, nil), // 5 RoCE, cut inside the IP header
+		frame(host6, peer6, 64, nil), // 6 RoCE over IPv6, cut inside the UDP header
+	}
+	snap := []int{60, 60, 60, 70, 14 + 10, 14 + 40 + 2}
+	path := filepath.Join(t.TempDir(), "cut.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range frames {
+		ci := gopacket.CaptureInfo{Timestamp: time.Unix(int64(i), 0), CaptureLength: snap[i], Length: len(b)}
+		if err := w.WritePacket(ci, b[:snap[i]]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	rep, err := Check(path, []netip.Addr{hostA, host6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range rep.Problems {
+		got = append(got, strings.Fields(p)[1])
+	}
+	if strings.Join(got, " ") != "1: 3: 5: 6:" {
+		t.Errorf("problems %q: want frames 1, 3, 5 and 6 (the RoCE ones)", rep.Problems)
+	}
+}
+
 func TestCheckTruncatedFile(t *testing.T) {
 	path := writePcap(t, frame(hostA, peerB, 64, nil), frame(hostA, peerB, 64, nil))
 	b, err := os.ReadFile(path)
