@@ -53,6 +53,9 @@ func hasCommand(bin, name string) bool {
 type side struct {
 	Host  []string // softrdma arguments
 	Guest string   // guest shell command
+	// Ready reports whether a server side accepts clients; nil: it
+	// listens on the TCP exchange port.
+	Ready func(ctx context.Context) bool
 }
 
 func (sd side) String() string {
@@ -138,14 +141,18 @@ func (s *suite) start(ctx context.Context, sd side) (*running, error) {
 	return r, nil
 }
 
-// listening waits until the server side listens on the exchange port.
+// listening waits until the server side is ready: by default, until it
+// listens on the exchange port.
 func (s *suite) listening(ctx context.Context, server side, r *running) error {
 	for {
 		var ok bool
-		if server.Host != nil {
+		switch {
+		case server.Ready != nil:
+			ok = server.Ready(ctx)
+		case server.Host != nil:
 			out, _ := s.p.Command(ctx, "ss", "-Hltn", fmt.Sprintf("sport = :%d", exchangePort)).Output()
 			ok = len(bytes.TrimSpace(out)) > 0
-		} else {
+		default:
 			res, err := s.p.Run(ctx, fmt.Sprintf("netstat -ltn | grep -q ':%d '", exchangePort))
 			ok = err == nil && res.Status == 0
 		}
@@ -161,7 +168,7 @@ func (s *suite) listening(ctx context.Context, server side, r *running) error {
 			r.done <- o
 			return fmt.Errorf("server ended before listening: %v", o.failed())
 		case <-ctx.Done():
-			return fmt.Errorf("server not listening on %d: %w", exchangePort, ctx.Err())
+			return fmt.Errorf("server not ready: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
