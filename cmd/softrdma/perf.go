@@ -101,11 +101,12 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	intFlag(&cfg.RxDepth, 0, "receive queue `depth` of SEND tests (default 512)", "r", "rx-depth")
 	intFlag(&cfg.Inline, -1, "largest message sent `inline` (default 0 for bw, 220 write_lat, 236 send_lat)", "I", "inline_size")
 	intFlag(&cfg.CQMod, 0, "a completion every `N` messages (bw; default 100, 1 above 8 KiB)", "Q", "cq-mod")
-	intFlag(&cfg.Port, perftest.DefaultPort, "TCP `port` of the out-of-band exchange", "p", "port")
+	intFlag(&cfg.Port, perftest.DefaultPort, "TCP `port` of the out-of-band exchange (rdma_cm port with -R)", "p", "port")
 	var timeout int
 	intFlag(&timeout, 14, "QP local ACK timeout `exponent` (4.096 us * 2^N)", "u", "qp-timeout")
 	boolFlag(&cfg.IgnoreCPUFreq, "ignore CPU frequency warnings (accepted for perftest compatibility)", "F", "CPU-freq")
 	boolFlag(&cfg.Gbits, "report Gb/s instead of MB/s", "report_gbits", "report-gbits")
+	boolFlag(&cfg.RDMACM, "connect the QPs with rdma_cm and exchange over them instead of TCP (-p is the rdma_cm port)", "R", "rdma_cm")
 	atomic := fs.String("A", "FETCH_AND_ADD", "atomic `type`: CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)")
 	verbose := fs.Bool("v", false, "log the device's debug messages to stderr (warnings are always logged)")
 	fs.Usage = func() {

@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/rdmacm"
+	"github.com/softrdma/softrdma/verbs"
 )
 
 // freePorts returns a UDP port free on 127.0.0.1 and a free TCP port.
@@ -42,6 +48,8 @@ func TestPerfCommand(t *testing.T) {
 		{"write_bw", []string{"-s", "4K", "-n", "50", "--report_gbits", "-F"}, " 4096       50 "},
 		{"send_lat", []string{"-s", "64", "-n", "30", "-I", "64"}, " 64      30 "},
 		{"atomic_bw", []string{"-A", "CMP_AND_SWAP", "-n", "20", "-q", "2", "-t", "8"}, " 8          40 "},
+		{"write_bw", []string{"-R", "-s", "4K", "-n", "20"}, " 4096       20 "},
+		{"send_lat", []string{"--rdma_cm", "-n", "20"}, " 2       20 "},
 	} {
 		t.Run(tc.test, func(t *testing.T) {
 			roce, tcp := freePorts(t)
@@ -59,7 +67,7 @@ func TestPerfCommand(t *testing.T) {
 				cout.Reset()
 				args := append([]string{tc.test, "--bind", "127.0.0.2", "127.0.0.1", "--roce-port", roce, "--port", tcp, "-x", "0"}, tc.flags...)
 				cerr = runPerf(ctx, args, &cout)
-				if cerr == nil || !strings.Contains(cerr.Error(), "connection refused") {
+				if cerr == nil || !strings.Contains(cerr.Error(), "connection refused") && !strings.Contains(cerr.Error(), "no server listens") {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -108,7 +116,22 @@ func TestPerfExitCode(t *testing.T) {
 	defer ln.Close()
 	taken := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	roce, closed := freePorts(t)
+	// A device with rdma_cm but no listener, for -R: its CM rejects.
+	cmRoce, _ := freePorts(t)
+	port, _ := strconv.Atoi(cmRoce)
+	dev, err := verbs.OpenUDP([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, &verbs.UDPOptions{Port: uint16(port),
+		Options: verbs.Options{RemotePort: uint16(port), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rcm, err := rdmacm.New([]*verbs.Device{dev}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcm.Close()
 	for _, tc := range []struct{ args, want string }{
+		{"perf write_bw -R --bind 127.0.0.2 --roce-port " + cmRoce + " 127.0.0.1", "rejected (reason 8: no server listens on that port)"},
 		{"perf write_bw --bind 127.0.0.1 --roce-port " + roce + " -p " + taken, "couldn't listen to port " + taken},
 		{"perf read_lat --bind 127.0.0.2 --roce-port " + roce + " -p " + closed + " 127.0.0.1", "couldn't connect to 127.0.0.1:" + closed},
 	} {

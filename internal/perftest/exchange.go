@@ -185,9 +185,11 @@ func ParseBWReport(b []byte) (BWReport, error) {
 	return r, nil
 }
 
-// Conn is the TCP connection of the exchange.
+// Conn is the connection of the exchange: TCP, or in rdma_cm mode (-R)
+// an RC QP connected with rdma_cm.
 type Conn struct {
-	c      net.Conn
+	c      net.Conn // TCP; nil in rdma_cm mode
+	m      *cmChannel
 	client bool
 	// RemoteVersion is the peer's version once ExchangeVersions ran.
 	RemoteVersion float64
@@ -240,6 +242,9 @@ func NewConn(c net.Conn, client bool) *Conn { return newConn(context.Background(
 
 // Close closes the connection.
 func (x *Conn) Close() error {
+	if x.m != nil {
+		return x.m.close()
+	}
 	x.stop()
 	return x.c.Close()
 }
@@ -247,6 +252,9 @@ func (x *Conn) Close() error {
 // Exchange sends mine and receives the peer's message of n bytes, in the
 // order of the side: the client writes first, the server reads first.
 func (x *Conn) Exchange(mine []byte, n int, what string) ([]byte, error) {
+	if x.m != nil {
+		return x.m.exchange(mine, n, what, x.client)
+	}
 	buf := make([]byte, n)
 	write := func() error {
 		if _, err := x.c.Write(mine); err != nil {
@@ -328,6 +336,13 @@ func (x *Conn) ExchangeMTU(mtu int) (int, error) {
 
 // ExchangeDest swaps one QP's keys.
 func (x *Conn) ExchangeDest(d *Dest) (Dest, error) {
+	if x.m != nil {
+		rem, err := x.Exchange(d.MarshalCM(x.m.gidIndex), CMDestSize, "QP keys")
+		if err != nil {
+			return Dest{}, err
+		}
+		return ParseCMDest(rem)
+	}
 	rem, err := x.Exchange(d.Marshal(), KeyMsgSize, "QP keys")
 	if err != nil {
 		return Dest{}, err
@@ -360,6 +375,9 @@ func (x *Conn) ExchangeBWReport(r BWReport) (BWReport, error) {
 // "done" and close. The peer's "done" is drained for a moment so that
 // closing does not reset the connection under it.
 func (x *Conn) Finish(d *Dest) error {
+	if x.m != nil {
+		return x.m.finish(func() error { return x.Sync(d) }, x.client)
+	}
 	if err := x.Sync(d); err != nil {
 		return err
 	}
@@ -370,4 +388,66 @@ func (x *Conn) Finish(d *Dest) error {
 	var b [len(doneMsg)]byte
 	io.ReadFull(x.c, b[:])
 	return nil
+}
+
+// CMDestSize is the size of a keys message in rdma_cm mode (-R): perftest
+// sends its struct pingpong_dest as it lies in memory on a 64-bit host, with
+// the integers converted to big-endian.
+const CMDestSize = 56
+
+// Offsets in the binary keys message: six 32-bit fields (lid, out_reads,
+// qpn, psn, rkey, then 4 bytes of alignment padding), the 64-bit vaddr, the
+// GID, and two 32-bit fields (srqn and gid_index) that perftest's reader
+// ignores.
+const (
+	cmOffLID      = 0
+	cmOffOutReads = 4
+	cmOffQPN      = 8
+	cmOffPSN      = 12
+	cmOffRKey     = 16
+	cmOffVAddr    = 24
+	cmOffGID      = 32
+	cmOffSRQN     = 48
+	cmOffGIDIndex = 52
+)
+
+// MarshalCM formats d as perftest's binary keys message of rdma_cm mode.
+// gidIndex goes into the field perftest fills with its GID index.
+func (d *Dest) MarshalCM(gidIndex int) []byte {
+	b := make([]byte, CMDestSize)
+	be := binary.BigEndian
+	be.PutUint32(b[cmOffLID:], uint32(d.LID))
+	be.PutUint32(b[cmOffOutReads:], d.OutReads)
+	be.PutUint32(b[cmOffQPN:], d.QPN)
+	be.PutUint32(b[cmOffPSN:], d.PSN)
+	be.PutUint32(b[cmOffRKey:], d.RKey)
+	be.PutUint64(b[cmOffVAddr:], d.VAddr)
+	copy(b[cmOffGID:], d.GID[:])
+	be.PutUint32(b[cmOffSRQN:], d.SRQN)
+	be.PutUint32(b[cmOffGIDIndex:], uint32(int32(gidIndex)))
+	return b
+}
+
+// ParseCMDest parses a binary keys message of rdma_cm mode. It needs all
+// CMDestSize bytes; the LID must fit in 16 bits and the QPN and PSN in 24,
+// as in any message perftest sends.
+func ParseCMDest(msg []byte) (Dest, error) {
+	var d Dest
+	if len(msg) < CMDestSize {
+		return d, exErr("rdma_cm keys message has %d bytes, want %d", len(msg), CMDestSize)
+	}
+	be := binary.BigEndian
+	lid := be.Uint32(msg[cmOffLID:])
+	d.OutReads = be.Uint32(msg[cmOffOutReads:])
+	d.QPN = be.Uint32(msg[cmOffQPN:])
+	d.PSN = be.Uint32(msg[cmOffPSN:])
+	d.RKey = be.Uint32(msg[cmOffRKey:])
+	d.VAddr = be.Uint64(msg[cmOffVAddr:])
+	copy(d.GID[:], msg[cmOffGID:cmOffGID+16])
+	d.SRQN = be.Uint32(msg[cmOffSRQN:])
+	if lid > 0xffff || d.QPN > 0xffffff || d.PSN > 0xffffff {
+		return Dest{}, exErr("rdma_cm keys message has LID %#x, QPN %#x, PSN %#x: out of range", lid, d.QPN, d.PSN)
+	}
+	d.LID = uint16(lid)
+	return d, nil
 }

@@ -129,6 +129,10 @@ type Config struct {
 	// IgnoreCPUFreq is -F: accepted for compatibility (softrdma measures with
 	// the monotonic clock, so there is no cpufreq warning to ignore).
 	IgnoreCPUFreq bool
+	// RDMACM is -R: connect the test QPs with rdma_cm and run the exchange
+	// over an rdma_cm-connected QP instead of TCP (Port is then the
+	// rdma_cm port, TCP port space).
+	RDMACM bool
 
 	// Out receives the perftest-style report.
 	Out io.Writer
@@ -164,6 +168,9 @@ func (c *Config) normalize() error {
 	}
 	if c.Port == 0 {
 		c.Port = DefaultPort
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		return fmt.Errorf("%w: port %d (1..65535)", ErrUsage, c.Port)
 	}
 	if c.IBPort == 0 {
 		c.IBPort = 1

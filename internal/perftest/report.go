@@ -76,8 +76,19 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 	} else {
 		fmt.Fprintf(&b, " Outstand reads  : %d\n", outReads)
 	}
-	fmt.Fprintf(&b, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(&b, " Data ex. method : Ethernet\n")
+	if c.RDMACM {
+		fmt.Fprintf(&b, " rdma_cm QPs\t : ON\n")
+		fmt.Fprintf(&b, " Data ex. method : rdma_cm")
+		if c.IsServer() {
+			// perftest prints this once the QPs are connected.
+			b.WriteString("\n" + ResultLine + " Waiting for client rdma_cm QP to connect\n")
+			b.WriteString(" Please run the same command with the IB/RoCE interface IP")
+		}
+		b.WriteString("\n")
+	} else {
+		fmt.Fprintf(&b, " rdma_cm QPs\t : OFF\n")
+		fmt.Fprintf(&b, " Data ex. method : Ethernet\n")
+	}
 	b.WriteString(ResultLine)
 	io.WriteString(w, b.String())
 }

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 
+	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -30,6 +32,12 @@ type Hooks struct {
 	// Listener, if set, is used by the server instead of listening on
 	// Config.Port; Run closes it.
 	Listener net.Listener
+	// CMListening is called in rdma_cm mode when the server listens.
+	CMListening func(netip.AddrPort)
+	// CM, if set, is the rdma_cm instance of rdma_cm mode; otherwise Run
+	// starts one on the device, with CMOptions.
+	CM        *rdmacm.CM
+	CMOptions *rdmacm.Options
 }
 
 // Run runs one side of the test described by cfg on dev. The server listens
@@ -50,6 +58,11 @@ type side struct {
 	dev   *verbs.Device
 	hooks Hooks
 	conn  *Conn
+
+	// rdma_cm mode
+	cm   *rdmacm.CM
+	cmCh *rdmacm.EventChannel
+	ids  []*rdmacm.ID
 
 	gidIndex  int
 	gid       verbs.GID
@@ -74,7 +87,20 @@ func (s *side) run(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if c.IsServer() {
+	if c.RDMACM {
+		if s.cm = s.hooks.CM; s.cm == nil {
+			if s.cm, err = rdmacm.New([]*verbs.Device{s.dev}, s.hooks.CMOptions); err != nil {
+				return err
+			}
+			defer s.cm.Close()
+		}
+		if c.IsServer() {
+			fmt.Fprint(c.Out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+			s.conn, err = s.cmListen(ctx)
+		} else {
+			s.conn, err = s.cmDial(ctx)
+		}
+	} else if c.IsServer() {
 		l := s.hooks.Listener
 		if l == nil {
 			var lerr error
@@ -110,6 +136,16 @@ func (s *side) run(ctx context.Context) error {
 		return err
 	}
 	defer s.teardown()
+	if c.RDMACM {
+		if err := s.cmConnectQPs(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+	} else if err := s.createQPs(); err != nil {
+		return err
+	}
 	testInfo(c.Out, c, s.dev.Name(), s.mtu.Bytes(), s.gidIndex, s.outReads)
 	err = s.sequence(ctx)
 	if err != nil && ctx.Err() != nil {
@@ -160,8 +196,7 @@ func inc(size, cacheLine int) int {
 	return cacheLine
 }
 
-// setup creates the PD, the buffer with its MR, the CQs and the QPs in INIT,
-// and fills in this side's keys (set_up_connection).
+// setup creates the PD, the buffer with its MR and the CQs.
 func (s *side) setup() error {
 	c := s.cfg
 	var err error
@@ -197,21 +232,31 @@ func (s *side) setup() error {
 	if c.Test.Verb == Read || c.Test.Verb == Atomic {
 		s.outReads = s.dev.QueryDevice().MaxQPRdAtom
 	}
-	qpAccess := map[Verb]verbs.Access{
-		Atomic: verbs.AccessRemoteAtomic, Read: verbs.AccessRemoteRead,
-		Write: verbs.AccessRemoteWrite, Send: verbs.AccessRemoteWrite | verbs.AccessLocalWrite,
-	}[c.Test.Verb]
+	if c.Inline > verbs.MaxInline {
+		return fmt.Errorf("%w: inline size %d is above the device's %d", ErrUsage, c.Inline, verbs.MaxInline)
+	}
+	return nil
+}
+
+// qpInit are the test QPs' creation attributes.
+func (s *side) qpInit() verbs.QPInitAttr {
+	c := s.cfg
 	recvWR := 1
 	if c.Test.Verb == Send {
 		recvWR = c.RxDepth
 	}
-	if c.Inline > verbs.MaxInline {
-		return fmt.Errorf("%w: inline size %d is above the device's %d", ErrUsage, c.Inline, verbs.MaxInline)
-	}
-	var rnd [4]byte
-	for i := 0; i < c.NumQPs; i++ {
-		qp, err := s.pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
-			Cap: verbs.QPCap{MaxSendWR: c.TxDepth, MaxRecvWR: recvWR, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: c.Inline}})
+	return verbs.QPInitAttr{Type: verbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
+		Cap: verbs.QPCap{MaxSendWR: c.TxDepth, MaxRecvWR: recvWR, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: c.Inline}}
+}
+
+// createQPs creates the test QPs in INIT and fills in this side's keys.
+func (s *side) createQPs() error {
+	qpAccess := map[Verb]verbs.Access{
+		Atomic: verbs.AccessRemoteAtomic, Read: verbs.AccessRemoteRead,
+		Write: verbs.AccessRemoteWrite, Send: verbs.AccessRemoteWrite | verbs.AccessLocalWrite,
+	}[s.cfg.Test.Verb]
+	for i := 0; i < s.cfg.NumQPs; i++ {
+		qp, err := s.pd.CreateQP(s.qpInit())
 		if err != nil {
 			return err
 		}
@@ -220,17 +265,26 @@ func (s *side) setup() error {
 			verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
 			return fmt.Errorf("QP to INIT: %w", err)
 		}
-		_, _ = rand.Read(rnd[:])
-		s.my = append(s.my, Dest{
-			OutReads: uint32(s.outReads), QPN: qp.QPN(), PSN: binary.BigEndian.Uint32(rnd[:]) & 0xffffff,
-			RKey: s.mr.RKey(), VAddr: s.mr.Addr() + uint64((c.NumQPs+i)*s.buffSize), GID: s.gid,
-		})
 	}
-	s.rem = make([]Dest, c.NumQPs)
+	s.fillDests()
 	return nil
 }
 
+// fillDests fills in this side's keys, one per QP (set_up_connection).
+func (s *side) fillDests() {
+	var rnd [4]byte
+	for i, qp := range s.qps {
+		_, _ = rand.Read(rnd[:])
+		s.my = append(s.my, Dest{
+			OutReads: uint32(s.outReads), QPN: qp.QPN(), PSN: binary.BigEndian.Uint32(rnd[:]) & 0xffffff,
+			RKey: s.mr.RKey(), VAddr: s.mr.Addr() + uint64((s.cfg.NumQPs+i)*s.buffSize), GID: s.gid,
+		})
+	}
+	s.rem = make([]Dest, len(s.qps))
+}
+
 func (s *side) teardown() {
+	s.cmTeardown()
 	for _, qp := range s.qps {
 		qp.Destroy()
 	}
@@ -257,6 +311,9 @@ func (s *side) exchangeKeys() error {
 		}
 		s.rem[i] = d
 	}
+	if s.cfg.RDMACM {
+		return nil // perftest checks GID types only without rdma_cm
+	}
 	first, peer := verbs.GID(s.my[0].GID).Addr().Is4(), verbs.GID(s.rem[0].GID).Addr().Is4()
 	if first != peer {
 		return fmt.Errorf("%w: found incompatibility issue with GID types (local %v, remote %v): use the same IP version on both sides",
@@ -268,15 +325,19 @@ func (s *side) exchangeKeys() error {
 // printKeys prints the local lines, then swaps keys again and prints the
 // remote lines, as perftest does after connecting.
 func (s *side) printKeys() error {
+	verb := s.cfg.Test.Verb
+	if s.cfg.RDMACM {
+		verb = Send // perftest prints the lines of its exchange QP's verb: no keys
+	}
 	for i := range s.my {
-		printDest(s.cfg.Out, "local", s.cfg.Test.Verb, &s.my[i])
+		printDest(s.cfg.Out, "local", verb, &s.my[i])
 	}
 	for i := range s.my {
 		d, err := s.conn.ExchangeDest(&s.my[i])
 		if err != nil {
 			return err
 		}
-		printDest(s.cfg.Out, "remote", s.cfg.Test.Verb, &d)
+		printDest(s.cfg.Out, "remote", verb, &d)
 	}
 	return nil
 }
@@ -285,6 +346,9 @@ func (s *side) printKeys() error {
 // (ctx_connect).
 func (s *side) connect() error {
 	c := s.cfg
+	if c.RDMACM {
+		return nil // rdma_cm connected the QPs
+	}
 	for i, qp := range s.qps {
 		r := &s.rem[i]
 		err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, PathMTU: s.mtu, DestQPN: r.QPN, RQPSN: r.PSN,
