@@ -240,8 +240,29 @@ func cmWire(role string, conns, count int, ud bool) func(*testing.T, *pcapcheck.
 	}
 }
 
-// cmMatrix runs the rdma_cm tools in both roles over IPv4 and IPv6: rping,
-// ucmatose and udaddy.
+// perftestCMCases run perftest in rdma_cm mode (-R). perftest 4.5's -R is
+// IPv4 only.
+var perftestCMCases = []perftestCase{
+	{test: "write_bw", name: "write_bw-R", cm: true, size: 65536, iters: 200},
+	{test: "send_lat", name: "send_lat-R", cm: true, size: 2, iters: 200},
+}
+
+// cmConnections checks that a capture holds at least n rdma_cm connections
+// made in one direction: REQ and RTU one way, REP the other.
+func cmConnections(n int) func(*testing.T, *pcapcheck.Report) {
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		cli, srv := rep.SentMADs, rep.ReceivedMADs
+		if cli["REQ"] == 0 {
+			cli, srv = srv, cli
+		}
+		if cli["REQ"] < n || cli["RTU"] < n || srv["REP"] < n {
+			t.Errorf("want at least %d REQ and RTU one way and REP the other: %s", n, rep.Summary())
+		}
+	}
+}
+
+// cmMatrix runs the rdma_cm tools in both roles over IPv4 and IPv6 (rping,
+// ucmatose and udaddy), and perftest's rdma_cm mode over IPv4.
 func (s *suite) cmMatrix(t *testing.T) {
 	const pings, pingSize = 10, 3000 // 3 packets per READ response and WRITE at MTU 1024
 	cma := []cmaCase{{tool: "cmatose", conns: 2, count: 10}, {tool: "udaddy", conns: 2, count: 10}}
@@ -260,4 +281,6 @@ func (s *suite) cmMatrix(t *testing.T) {
 			}
 		}
 	}
+	// Two connections: the exchange's and the test QP's.
+	s.perftestMatrix(t, "rdmacm/", perftestCMCases, cmConnections(2))
 }

@@ -219,6 +219,9 @@ type perftestCase struct {
 	size  int
 	iters int
 	gid   int // -x; 0 means 1 (IPv4)
+	// cm is -R: the exchange and the test QPs' connections go over rdma_cm
+	// (port exchangePort), which picks the GID: no -x.
+	cm bool
 }
 
 // perftestCases is the perftest part of the matrix; few iterations, since
@@ -240,8 +243,11 @@ var perftestCases = []perftestCase{
 // "client") and the guest's ib_TEST as the other side, and checks both
 // reports. The exchange runs over IPv4; -x picks the RoCE GID.
 func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, role string) error {
-	gid := max(c.gid, 1)
-	common := append([]string{"-x", strconv.Itoa(gid), "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)}, c.extra...)
+	common := []string{"-x", strconv.Itoa(max(c.gid, 1))}
+	if c.cm {
+		common = []string{"-R"}
+	}
+	common = append(append(common, "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)), c.extra...)
 	host := append([]string{"perf", c.test, "-d", s.p.Tap()}, common...)
 	guest := "ib_" + c.test + " -d rxe0 -F " + strings.Join(common, " ")
 	var server, client side
@@ -249,6 +255,9 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 		server, client = side{Host: host}, side{Guest: guest + " " + peer.HostIPv4.String()}
 	} else {
 		server, client = side{Guest: guest}, side{Host: append(host, peer.GuestIPv4.String())}
+	}
+	if c.cm {
+		server = s.cmServerSide(role, server.Host, server.Guest, exchangePort)
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
