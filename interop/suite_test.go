@@ -197,13 +197,16 @@ func TestInterop(t *testing.T) {
 		})
 	}
 	s.bin = buildSoftrdma(t, s.out)
-	if !hasCommand(s.bin, "pingpong") || !hasCommand(s.bin, "perf") {
-		t.Fatalf("%s lacks the pingpong or perf command", s.bin)
+	for _, c := range []string{"pingpong", "perf", "ping", "cmatose", "udaddy"} {
+		if !hasCommand(s.bin, c) {
+			t.Fatalf("%s lacks the %s command", s.bin, c)
+		}
 	}
 
 	// Path MTU 1024 (netdev MTU 1500).
 	s.pingpongMatrix(t, "", 0)
 	s.perftestMatrix(t, "", perftestCases)
+	s.cmMatrix(t)
 
 	// Path MTU 4096: tap and guest eth0 at 4200; rxe follows the netdev.
 	t.Run("mtu4096", func(t *testing.T) { s.setMTU(t, 4200, 4096) })

@@ -53,6 +53,9 @@ func hasCommand(bin, name string) bool {
 type side struct {
 	Host  []string // softrdma arguments
 	Guest string   // guest shell command
+	// Ready reports whether a server side accepts clients; nil: it
+	// listens on the TCP exchange port.
+	Ready func(ctx context.Context) bool
 }
 
 func (sd side) String() string {
@@ -138,14 +141,18 @@ func (s *suite) start(ctx context.Context, sd side) (*running, error) {
 	return r, nil
 }
 
-// listening waits until the server side listens on the exchange port.
+// listening waits until the server side is ready: by default, until it
+// listens on the exchange port.
 func (s *suite) listening(ctx context.Context, server side, r *running) error {
 	for {
 		var ok bool
-		if server.Host != nil {
+		switch {
+		case server.Ready != nil:
+			ok = server.Ready(ctx)
+		case server.Host != nil:
 			out, _ := s.p.Command(ctx, "ss", "-Hltn", fmt.Sprintf("sport = :%d", exchangePort)).Output()
 			ok = len(bytes.TrimSpace(out)) > 0
-		} else {
+		default:
 			res, err := s.p.Run(ctx, fmt.Sprintf("netstat -ltn | grep -q ':%d '", exchangePort))
 			ok = err == nil && res.Status == 0
 		}
@@ -161,7 +168,7 @@ func (s *suite) listening(ctx context.Context, server side, r *running) error {
 			r.done <- o
 			return fmt.Errorf("server ended before listening: %v", o.failed())
 		case <-ctx.Done():
-			return fmt.Errorf("server not listening on %d: %w", exchangePort, ctx.Err())
+			return fmt.Errorf("server not ready: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -212,6 +219,9 @@ type perftestCase struct {
 	size  int
 	iters int
 	gid   int // -x; 0 means 1 (IPv4)
+	// cm is -R: the exchange and the test QPs' connections go over rdma_cm
+	// (port exchangePort), which picks the GID: no -x.
+	cm bool
 }
 
 // perftestCases is the perftest part of the matrix; few iterations, since
@@ -233,8 +243,11 @@ var perftestCases = []perftestCase{
 // "client") and the guest's ib_TEST as the other side, and checks both
 // reports. The exchange runs over IPv4; -x picks the RoCE GID.
 func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, role string) error {
-	gid := max(c.gid, 1)
-	common := append([]string{"-x", strconv.Itoa(gid), "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)}, c.extra...)
+	common := []string{"-x", strconv.Itoa(max(c.gid, 1))}
+	if c.cm {
+		common = []string{"-R"}
+	}
+	common = append(append(common, "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)), c.extra...)
 	host := append([]string{"perf", c.test, "-d", s.p.Tap()}, common...)
 	guest := "ib_" + c.test + " -d rxe0 -F " + strings.Join(common, " ")
 	var server, client side
@@ -242,6 +255,9 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 		server, client = side{Host: host}, side{Guest: guest + " " + peer.HostIPv4.String()}
 	} else {
 		server, client = side{Guest: guest}, side{Host: append(host, peer.GuestIPv4.String())}
+	}
+	if c.cm {
+		server = s.cmServerSide(role, server.Host, server.Guest, exchangePort)
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {

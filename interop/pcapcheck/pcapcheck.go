@@ -23,6 +23,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/softrdma/softrdma/wire"
+	"github.com/softrdma/softrdma/wire/mad"
 )
 
 // RoCEPort is the RoCEv2 UDP destination port.
@@ -49,6 +50,12 @@ type Report struct {
 	// SentMaxLen and ReceivedMaxLen are the largest RoCE packets (BTH to
 	// ICRC, in bytes) in each direction.
 	SentMaxLen, ReceivedMaxLen int
+	// SentMADs and ReceivedMADs count the MADs on QP1 (the GSI: the CM's
+	// REQ, REP, RTU, DREQ, SIDR_REQ...) by message name: the CM attribute
+	// name for class CM, "class/attribute" otherwise. They are also
+	// counted in SentOps and ReceivedOps as UD SEND_ONLY. A packet to QP1
+	// whose payload is not a MAD is a problem.
+	SentMADs, ReceivedMADs map[string]int
 
 	seen map[seenKey]bool
 }
@@ -70,9 +77,13 @@ func (r *Report) Err() error {
 
 // Summary is a one-line account of the report.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("%d frames; sent %d RoCE packets %s, %d NAKs, %d repeats, largest %d B; received %d %s, %d NAKs, %d repeats, largest %d B",
+	s := fmt.Sprintf("%d frames; sent %d RoCE packets %s, %d NAKs, %d repeats, largest %d B; received %d %s, %d NAKs, %d repeats, largest %d B",
 		r.Frames, r.Sent, opsString(r.SentOps), r.SentNAKs, r.SentRepeats, r.SentMaxLen,
 		r.Received, opsString(r.ReceivedOps), r.ReceivedNAKs, r.ReceivedRepeats, r.ReceivedMaxLen)
+	if len(r.SentMADs)+len(r.ReceivedMADs) > 0 {
+		s += fmt.Sprintf("; MADs sent %s, received %s", opsString(r.SentMADs), opsString(r.ReceivedMADs))
+	}
+	return s
 }
 
 func opsString(m map[string]int) string {
@@ -119,7 +130,12 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 		}
 		rep.Frames++
 		if ci.CaptureLength < ci.Length {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("frame %d: truncated by the capture (%d of %d bytes)", rep.Frames, ci.CaptureLength, ci.Length))
+			// Only RoCE frames need to be whole; the snap length covers
+			// the link's MTU, but TCP frames merged by the host stack (the
+			// agent's replies, say) can exceed it.
+			if mayBeRoCE(data) {
+				rep.Problems = append(rep.Problems, fmt.Sprintf("frame %d: truncated by the capture (%d of %d bytes)", rep.Frames, ci.CaptureLength, ci.Length))
+			}
 			continue
 		}
 		rep.add(rep.Frames, data, senders)
@@ -128,7 +144,8 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 }
 
 func newReport() *Report {
-	return &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{}, seen: map[seenKey]bool{}}
+	return &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{},
+		SentMADs: map[string]int{}, ReceivedMADs: map[string]int{}, seen: map[seenKey]bool{}}
 }
 
 // add checks one Ethernet frame.
@@ -148,12 +165,19 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 		}
 	}
 	var problem string
-	op := "?"
+	op, madName := "?", ""
 	nak, repeat := false, false
 	if pkt, perr := wire.Parse(roce); perr != nil {
 		problem = fmt.Sprintf("does not parse: %v", perr)
 	} else {
 		op = pkt.Opcode().String()
+		if pkt.BTH().DestQP() == mad.GSIQPN {
+			if m, merr := mad.Parse(pkt.Payload()); merr != nil || pkt.Opcode() != wire.UDSendOnly {
+				problem = fmt.Sprintf("%s to QP1 is not a MAD: %v", op, merr)
+			} else {
+				madName = madString(m)
+			}
+		}
 		if a := pkt.AETH(); a != nil {
 			nak = a.Syndrome().IsNAK()
 		}
@@ -176,6 +200,13 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 		problem = fmt.Sprintf("%s: ICRC %08x is wrong for its IP header (want %08x)", op,
 			binary.LittleEndian.Uint32(roce[len(roce)-wire.ICRCLen:]), wire.ICRC(&fr, roce))
 	}
+	if madName != "" {
+		if sent {
+			rep.SentMADs[madName]++
+		} else {
+			rep.ReceivedMADs[madName]++
+		}
+	}
 	if sent {
 		rep.Sent++
 		rep.SentOps[op]++
@@ -189,6 +220,52 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 			rep.ReceivedProblems = append(rep.ReceivedProblems, fmt.Sprintf("frame %d %v->%v: %s", n, fr.Src, fr.Dst, problem))
 		}
 	}
+}
+
+// madString names a MAD: the CM message ("REQ"), or its class and
+// attribute.
+func madString(m mad.MAD) string {
+	if m.MgmtClass() == mad.ClassCM {
+		return m.AttributeID().String()
+	}
+	return fmt.Sprintf("%v/%v", m.MgmtClass(), m.AttributeID())
+}
+
+// mayBeRoCE reports whether a frame cut short by the capture could be a
+// RoCEv2 packet: IP with UDP to RoCEPort, or headers too short or unusual to
+// tell.
+func mayBeRoCE(frame []byte) bool {
+	ip, ok := ethernetIP(frame)
+	if !ok {
+		return false
+	}
+	var proto byte
+	var l4 []byte
+	switch ip[0] >> 4 {
+	case 4:
+		if len(ip) < 20 {
+			return true
+		}
+		hl := int(ip[0]&0x0f) * 4
+		proto = ip[9]
+		if len(ip) >= hl {
+			l4 = ip[hl:]
+		}
+	case 6:
+		if len(ip) < 40 {
+			return true
+		}
+		proto, l4 = ip[6], ip[40:]
+		if proto != 6 && proto != 17 {
+			return true // an extension header, or anything else
+		}
+	default:
+		return true
+	}
+	if proto != 17 {
+		return false
+	}
+	return len(l4) < 4 || binary.BigEndian.Uint16(l4[2:]) == RoCEPort
 }
 
 // ethernetIP returns the IP packet inside an untagged Ethernet II frame.

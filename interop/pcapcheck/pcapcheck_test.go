@@ -15,6 +15,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/softrdma/softrdma/wire"
+	"github.com/softrdma/softrdma/wire/mad"
 )
 
 var (
@@ -35,6 +36,32 @@ func frame(src, dst netip.Addr, payload int, mod func(roce []byte)) []byte {
 	for i := range payload {
 		roce[wire.BTHLen+i] = byte(i)
 	}
+	return encap(src, dst, roce, mod)
+}
+
+// madFrame builds an Ethernet frame holding a UD SEND_ONLY to QP1 that
+// carries a CM MAD with attribute attr (version and class set by classVer,
+// normally mad.CMClassVersion), then lets mod change it.
+func madFrame(src, dst netip.Addr, attr mad.AttributeID, classVer uint8, mod func(roce []byte)) []byte {
+	roce := make([]byte, wire.BTHLen+wire.DETHLen+mad.Size+wire.ICRCLen)
+	roce[0] = 0x64                               // UD SEND_ONLY
+	binary.BigEndian.PutUint16(roce[2:], 0xffff) // P_Key
+	roce[7] = mad.GSIQPN
+	binary.BigEndian.PutUint32(roce[8:], 7)
+	binary.BigEndian.PutUint32(roce[wire.BTHLen:], mad.GSIQKey)
+	roce[wire.BTHLen+7] = mad.GSIQPN // source QP
+	m := mad.MAD(roce[wire.BTHLen+wire.DETHLen:][:mad.Size])
+	m.SetBaseVersion(mad.BaseVersion)
+	m.SetMgmtClass(mad.ClassCM)
+	m.SetClassVersion(classVer)
+	m.SetMethod(mad.MethodSend)
+	m.SetAttributeID(attr)
+	return encap(src, dst, roce, mod)
+}
+
+// encap seals roce (sets its ICRC), lets mod change it and wraps it in UDP,
+// IP (IPv4 DF, ID 0, as softrdma sends) and Ethernet.
+func encap(src, dst netip.Addr, roce []byte, mod func(roce []byte)) []byte {
 	fr := wire.Framing{Src: src, Dst: dst, SrcPort: 49152, DstPort: RoCEPort}
 	if src.Is4() {
 		fr.IPv4Frag = 0x4000
@@ -144,7 +171,7 @@ func TestCheck(t *testing.T) {
 	if len(rep.ReceivedProblems) != 1 || !strings.HasPrefix(rep.ReceivedProblems[0], "frame 4 ") {
 		t.Errorf("received problems %q, want frame 4", rep.ReceivedProblems)
 	}
-	if rep.SentOps["RC_SEND_ONLY"] != 4 && len(rep.SentOps) != 1 {
+	if rep.SentOps["RC SEND_ONLY"] != 4 || len(rep.SentOps) != 1 {
 		t.Errorf("sent opcodes %v", rep.SentOps)
 	}
 	if want := wire.BTHLen + 64 + wire.ICRCLen; rep.SentMaxLen != want || rep.ReceivedMaxLen != want {
@@ -154,6 +181,79 @@ func TestCheck(t *testing.T) {
 		t.Error("Err() is nil with problems")
 	}
 	t.Log(rep.Summary())
+}
+
+func TestCheckMADs(t *testing.T) {
+	path := writePcap(t,
+		madFrame(hostA, peerB, mad.AttrREQ, mad.CMClassVersion, nil),     // 1 sent REQ
+		madFrame(peerB, hostA, mad.AttrREP, mad.CMClassVersion, nil),     // 2 received REP
+		madFrame(hostA, peerB, mad.AttrRTU, mad.CMClassVersion, nil),     // 3 sent RTU
+		madFrame(host6, peer6, mad.AttrSIDRReq, mad.CMClassVersion, nil), // 4 sent SIDR_REQ over IPv6
+		madFrame(hostA, peerB, mad.AttrDREQ, 1, nil),                     // 5 sent, CM class version 1: not a MAD we know
+		frame(hostA, peerB, 64, func(b []byte) { b[7] = mad.GSIQPN }),    // 6 sent RC SEND_ONLY to QP1 (bad ICRC too)
+	)
+	rep, err := Check(path, []netip.Addr{hostA, host6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opsString(rep.SentMADs); got != "{REQ 1, RTU 1, SIDR_REQ 1}" {
+		t.Errorf("sent MADs %s", got)
+	}
+	if got := opsString(rep.ReceivedMADs); got != "{REP 1}" {
+		t.Errorf("received MADs %s", got)
+	}
+	if rep.SentOps["UD SEND_ONLY"] != 4 || rep.ReceivedOps["UD SEND_ONLY"] != 1 {
+		t.Errorf("opcodes sent %v received %v", rep.SentOps, rep.ReceivedOps)
+	}
+	if len(rep.Problems) != 2 || !strings.HasPrefix(rep.Problems[0], "frame 5 ") || !strings.HasPrefix(rep.Problems[1], "frame 6 ") {
+		t.Errorf("problems %q, want frames 5 and 6", rep.Problems)
+	}
+	if !strings.Contains(rep.Summary(), "MADs sent {REQ 1, RTU 1, SIDR_REQ 1}, received {REP 1}") {
+		t.Errorf("summary %q", rep.Summary())
+	}
+}
+
+func TestCheckTruncatedFrames(t *testing.T) {
+	tcp := frame(hostA, peerB, 64, nil)
+	tcp[14+9] = 6 // IPv4 protocol TCP
+	tcp6 := frame(host6, peer6, 64, nil)
+	tcp6[14+6] = 6
+	frames := [][]byte{
+		frame(hostA, peerB, 64, nil), // 1 RoCE
+		tcp,                          // 2 TCP: not RoCE
+		frame(peerB, hostA, 64, nil), // 3 RoCE received
+		tcp6,                         // 4 TCP over IPv6
+		frame(hostA, peerB, 64, nil), // 5 RoCE, cut inside the IP header
+		frame(host6, peer6, 64, nil), // 6 RoCE over IPv6, cut inside the UDP header
+	}
+	snap := []int{60, 60, 60, 70, 14 + 10, 14 + 40 + 2}
+	path := filepath.Join(t.TempDir(), "cut.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriter(f)
+	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range frames {
+		ci := gopacket.CaptureInfo{Timestamp: time.Unix(int64(i), 0), CaptureLength: snap[i], Length: len(b)}
+		if err := w.WritePacket(ci, b[:snap[i]]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	rep, err := Check(path, []netip.Addr{hostA, host6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range rep.Problems {
+		got = append(got, strings.Fields(p)[1])
+	}
+	if strings.Join(got, " ") != "1: 3: 5: 6:" {
+		t.Errorf("problems %q: want frames 1, 3, 5 and 6 (the RoCE ones)", rep.Problems)
+	}
 }
 
 func TestCheckTruncatedFile(t *testing.T) {
@@ -209,6 +309,7 @@ func TestTshark(t *testing.T) {
 func FuzzAdd(f *testing.F) {
 	f.Add(frame(hostA, peerB, 64, nil))
 	f.Add(frame(host6, peer6, 0, nil))
+	f.Add(madFrame(hostA, peerB, mad.AttrREQ, mad.CMClassVersion, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rep := newReport()
 		rep.add(1, b, []netip.Addr{hostA, host6})

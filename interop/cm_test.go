@@ -1,0 +1,286 @@
+//go:build interop
+
+package interop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/interop/pcapcheck"
+	"github.com/softrdma/softrdma/interop/peer"
+)
+
+// The rdma_cm ports of the tools (rping and udaddy: 7174, in the TCP and UDP
+// port spaces; ucmatose: 7471).
+const (
+	rpingPort   = 7174
+	cmatosePort = 7471
+	udaddyPort  = 7174
+)
+
+// cmAddrs returns the host's and the guest's address of one family.
+func cmAddrs(v6 bool) (host, guest netip.Addr) {
+	if v6 {
+		return peer.HostIPv6, peer.GuestIPv6
+	}
+	return peer.HostIPv4, peer.GuestIPv4
+}
+
+// guestCMListening returns a probe that is true once an rdma_cm ID in the
+// guest listens on port (the kernel's rdma_cm resource table: "state LISTEN
+// ... src-addr ADDR:PORT"). The C tools print nothing when they listen, and
+// the agent returns output only at the end.
+func (s *suite) guestCMListening(port int) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		r, err := s.p.Run(ctx, "rdma resource show cm_id")
+		if err != nil || r.Status != 0 {
+			return false
+		}
+		return cmListening(string(r.Stdout), port)
+	}
+}
+
+// cmListening finds a listening ID on port in the output of "rdma resource
+// show cm_id".
+func cmListening(out string, port int) bool {
+	suffix := ":" + strconv.Itoa(port)
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		listen, bound := false, false
+		for i := 0; i+1 < len(f); i++ {
+			switch f[i] {
+			case "state":
+				listen = f[i+1] == "LISTEN"
+			case "src-addr":
+				bound = strings.HasSuffix(f[i+1], suffix)
+			}
+		}
+		if listen && bound {
+			return true
+		}
+	}
+	return false
+}
+
+// hostRoCEBound is true once a socket in the namespace is bound to the RoCEv2
+// port: the softrdma tools open their device (bind UDP 4791) and then, in
+// the same goroutine with no I/O in between, create, bind and listen on
+// their rdma_cm ID, microseconds before a guest client, which the agent
+// starts and which first resolves the address and route, sends a REQ.
+func (s *suite) hostRoCEBound(ctx context.Context) bool {
+	out, _ := s.p.Command(ctx, "ss", "-Hlun", fmt.Sprintf("sport = :%d", pcapcheck.RoCEPort)).Output()
+	return len(strings.TrimSpace(string(out))) > 0
+}
+
+// cmServerSide is the server side of an rdma_cm case: the softrdma command
+// (role "server") or a guest tool listening on port.
+func (s *suite) cmServerSide(role string, host []string, guest string, port int) side {
+	if role == "server" {
+		return side{Host: host, Ready: s.hostRoCEBound}
+	}
+	return side{Guest: guest, Ready: s.guestCMListening(port)}
+}
+
+// rpingData is the text of ping i of rping's client: "rdma-ping-I: "
+// then letters from 'A'+i (modulo 'A'..'z') counting up and wrapping after
+// 'z', size-1 bytes in all (the last byte of the buffer is the NUL).
+func rpingData(i, size int) string {
+	b := []byte(fmt.Sprintf("rdma-ping-%d: ", i))
+	c := byte(65 + i%58)
+	for len(b) < size-1 {
+		b = append(b, c)
+		if c++; c > 122 {
+			c = 65
+		}
+	}
+	return string(b[:size-1])
+}
+
+// rpingLines checks the lines of out that start with prefix: count of them,
+// ping i's holding rpingData(i, size).
+func rpingLines(out, prefix string, count, size int) error {
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			got = append(got, rest)
+		}
+	}
+	if len(got) != count {
+		return fmt.Errorf("%d %q lines, want %d", len(got), prefix, count)
+	}
+	for i, g := range got {
+		if want := rpingData(i, size); g != want {
+			return fmt.Errorf("%q line %d: %d bytes %.40q..., want %d bytes %.40q...", prefix, i, len(g), g, len(want), want)
+		}
+	}
+	return nil
+}
+
+// runRping runs softrdma ping in role against the guest's rping, count pings
+// of size bytes. Both sides print every ping (-v): the client the text the
+// server wrote back, the server the text it read. Both must be the client's
+// rping pattern, ping by ping; the clients also compare (-V).
+func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string, count, size int) error {
+	hostAddr, guestAddr := cmAddrs(v6)
+	n, sz := strconv.Itoa(count), strconv.Itoa(size)
+	var server, client side
+	if role == "server" {
+		server = s.cmServerSide(role, []string{"ping", "-s", "-a", hostAddr.String(), "-C", n, "-S", sz, "-v"}, "", 0)
+		client = side{Guest: fmt.Sprintf("rping -c -a %s -C %d -S %d -v -V", hostAddr, count, size)}
+	} else {
+		server = s.cmServerSide(role, nil, fmt.Sprintf("rping -s -a %s -C %d -S %d -v", guestAddr, count, size), rpingPort)
+		client = side{Host: []string{"ping", "-c", "-a", guestAddr.String(), "-C", n, "-S", sz, "-v", "-V"}}
+	}
+	so, co, err := s.pair(t, ctx, server, client)
+	if err != nil {
+		return err
+	}
+	if err := rpingLines(co.stdout, "ping data: ", count, size); err != nil {
+		return fmt.Errorf("%s: %v\nstdout:\n%s", co.cmd, err, co.stdout)
+	}
+	if err := rpingLines(so.stdout, "server ping data: ", count, size); err != nil {
+		return fmt.Errorf("%s: %v\nstdout:\n%s", so.cmd, err, so.stdout)
+	}
+	t.Logf("%d pings of %d bytes checked on both sides", count, size)
+	return nil
+}
+
+// cmaCase is a ucmatose or udaddy run.
+type cmaCase struct {
+	tool         string // "cmatose" or "udaddy"
+	conns, count int
+}
+
+// guest is the rdma-core tool's name.
+func (c cmaCase) guest() string {
+	if c.tool == "cmatose" {
+		return "ucmatose"
+	}
+	return c.tool
+}
+
+func (c cmaCase) port() int {
+	if c.tool == "cmatose" {
+		return cmatosePort
+	}
+	return udaddyPort
+}
+
+// runCMA runs softrdma cmatose or udaddy in role against the guest's
+// ucmatose or udaddy: c.conns connections (or UD QPs), c.count messages of
+// 100 bytes each way on each. The server binds its address (-b); the client
+// names it (-s). Both must report their transfers complete and status 0.
+func (s *suite) runCMA(t *testing.T, ctx context.Context, c cmaCase, v6 bool, role string) error {
+	hostAddr, guestAddr := cmAddrs(v6)
+	common := []string{"-c", strconv.Itoa(c.conns), "-C", strconv.Itoa(c.count)}
+	args := strings.Join(common, " ")
+	var server, client side
+	if role == "server" {
+		server = s.cmServerSide(role, append([]string{c.tool, "-b", hostAddr.String()}, common...), "", 0)
+		client = side{Guest: fmt.Sprintf("%s -s %s %s", c.guest(), hostAddr, args)}
+	} else {
+		server = s.cmServerSide(role, nil, fmt.Sprintf("%s -b %s %s", c.guest(), guestAddr, args), c.port())
+		client = side{Host: append([]string{c.tool, "-s", guestAddr.String()}, common...)}
+	}
+	so, co, err := s.pair(t, ctx, server, client)
+	if err != nil {
+		return err
+	}
+	for _, o := range []*outcome{so, co} {
+		for _, want := range []string{"data transfers complete\n", "test complete\n", "return status 0\n"} {
+			if !strings.Contains(o.stdout, want) {
+				return fmt.Errorf("%s: no %q in its output\nstdout:\n%s\nstderr:\n%s", o.cmd, strings.TrimSpace(want), o.stdout, o.stderr)
+			}
+		}
+	}
+	t.Logf("client: %s", strings.Join(strings.Fields(co.stdout), " "))
+	return nil
+}
+
+// cmWire checks a CM case's capture: the connection messages went both ways
+// on QP1, at least one per connection (retransmissions allowed), and the
+// data packets at least conns*count each way.
+func cmWire(role string, conns, count int, ud bool) func(*testing.T, *pcapcheck.Report) {
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		cli, srv := rep.SentMADs, rep.ReceivedMADs
+		if role == "server" {
+			cli, srv = srv, cli
+		}
+		var errs []error
+		need := func(side string, m map[string]int, msg string) {
+			if m[msg] < conns {
+				errs = append(errs, fmt.Errorf("%d %s from the %s, want at least %d", m[msg], msg, side, conns))
+			}
+		}
+		data := "RC SEND_ONLY"
+		if ud {
+			need("client", cli, "SIDR_REQ")
+			need("server", srv, "SIDR_REP")
+			data = "UD SEND_ONLY_WITH_IMMEDIATE" // udaddy sends with immediate data
+		} else {
+			need("client", cli, "REQ")
+			need("server", srv, "REP")
+			need("client", cli, "RTU")
+		}
+		if count > 0 {
+			sent, received := rep.SentOps[data], rep.ReceivedOps[data]
+			if sent < conns*count || received < conns*count {
+				errs = append(errs, fmt.Errorf("%s data packets: sent %d, received %d; want at least %d each way", data, sent, received, conns*count))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("%v\n%s", err, rep.Summary())
+		}
+	}
+}
+
+// perftestCMCases run perftest in rdma_cm mode (-R). perftest 4.5's -R is
+// IPv4 only.
+var perftestCMCases = []perftestCase{
+	{test: "write_bw", name: "write_bw-R", cm: true, size: 65536, iters: 200},
+	{test: "send_lat", name: "send_lat-R", cm: true, size: 2, iters: 200},
+}
+
+// cmConnections checks that a capture holds at least n rdma_cm connections
+// made in one direction: REQ and RTU one way, REP the other.
+func cmConnections(n int) func(*testing.T, *pcapcheck.Report) {
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		cli, srv := rep.SentMADs, rep.ReceivedMADs
+		if cli["REQ"] == 0 {
+			cli, srv = srv, cli
+		}
+		if cli["REQ"] < n || cli["RTU"] < n || srv["REP"] < n {
+			t.Errorf("want at least %d REQ and RTU one way and REP the other: %s", n, rep.Summary())
+		}
+	}
+}
+
+// cmMatrix runs the rdma_cm tools in both roles over IPv4 and IPv6 (rping,
+// ucmatose and udaddy), and perftest's rdma_cm mode over IPv4.
+func (s *suite) cmMatrix(t *testing.T) {
+	const pings, pingSize = 10, 3000 // 3 packets per READ response and WRITE at MTU 1024
+	cma := []cmaCase{{tool: "cmatose", conns: 2, count: 10}, {tool: "udaddy", conns: 2, count: 10}}
+	for _, v6 := range []bool{false, true} {
+		ipv := map[bool]string{false: "ipv4", true: "ipv6"}[v6]
+		for _, role := range []string{"client", "server"} {
+			s.run(t, fmt.Sprintf("rdmacm/rping/%s/softrdma-%s", ipv, role), 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+				return s.runRping(t, ctx, v6, role, pings, pingSize)
+			}, cmWire(role, 1, 0, false))
+		}
+		for _, c := range cma {
+			for _, role := range []string{"client", "server"} {
+				s.run(t, fmt.Sprintf("rdmacm/%s/%s/softrdma-%s", c.guest(), ipv, role), 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+					return s.runCMA(t, ctx, c, v6, role)
+				}, cmWire(role, c.conns, c.count, c.tool == "udaddy"))
+			}
+		}
+	}
+	// Two connections: the exchange's and the test QP's.
+	s.perftestMatrix(t, "rdmacm/", perftestCMCases, cmConnections(2))
+}
