@@ -472,7 +472,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrSQPSN != 0 {
 		qp.req.psn = wire.PSN(attr.SQPSN)
-		qp.req.ackedPSN = qp.req.psn
+		qp.req.ackedPSN, qp.req.next = qp.req.psn, qp.req.psn
 	}
 	if mask&AttrMaxQPRdAtomic != 0 {
 		a.MaxRdAtomic = attr.MaxRdAtomic

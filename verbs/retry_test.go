@@ -7,7 +7,9 @@ package verbs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
@@ -184,5 +186,114 @@ func TestReadLostBehindWrite(t *testing.T) {
 	}
 	if writes := w.all(both(from(p.da), func(tp *tapped) bool { return isRequest(tp) && tp.op != wire.RCReadRequest })); len(writes) != 2 {
 		t.Fatalf("%d WRITE packets, want 2 (sent once)", len(writes))
+	}
+}
+
+// TestAtomicPSNNotReusedAfterRewind: the first of two atomics loses its
+// response, the second one's response arrives and completes it, and the
+// request for the lost response is answered too late, so the short recovery
+// timer rewinds to the first atomic. The rewind resends the first one and
+// passes over the second, already complete. Before the fix the requester's
+// next PSN stayed at the end of the first atomic, so the next request was
+// given the second atomic's PSN: the responder took it for a duplicate and
+// answered it with the second atomic's saved result, without executing it
+// (stress: TestMatrixLossy/RC/MTU256/FAA, a wrong value returned by a
+// FETCH_AND_ADD).
+func TestAtomicPSNNotReusedAfterRewind(t *testing.T) {
+	p, fk := newFakePair(t, pairOpts{mtu: MTU1024})
+	ma, mb := p.reg(p.pa, 64), p.reg(p.pb, 64)
+	const v0, a, b, c = 0x1000, 0x10, 0x200, 0x3000
+	binary.NativeEndian.PutUint64(mb.Buf(), v0)
+	faa := func(id uint64, off int, add uint64) SendWR {
+		return SendWR{ID: id, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{ma.SGE(off, 8)},
+			RemoteAddr: mb.Addr(), RKey: mb.RKey(), CompareAdd: add}
+	}
+	w := p.tap()
+	first := wire.PSN(0xFFFFFA) // qa's SQ PSN (newPair)
+	isFirstAck := func(tp *tapped) bool { return tp.op == wire.RCAtomicAcknowledge && tp.psn == first }
+	dropped := 0
+	w.setDrop(func(tp *tapped) bool {
+		// The first atomic's response, and the answer to the request
+		// for it again.
+		if isFirstAck(tp) && dropped < 2 {
+			dropped++
+			return true
+		}
+		return false
+	})
+	post(t, p.qa, faa(1, 0, a), faa(2, 8, b))
+	eventually(t, "the first atomic's response is lost twice", func() bool {
+		return len(w.all(isFirstAck)) == 2
+	})
+	// Let the second atomic's response and everything else in flight land.
+	eventually(t, "the second atomic's response", func() bool {
+		return len(w.all(func(tp *tapped) bool { return tp.op == wire.RCAtomicAcknowledge && tp.psn == first.Add(1) })) == 1
+	})
+	time.Sleep(20 * time.Millisecond)
+	expectNoWC(t, p.ca)
+	// The short recovery deadline resends the first atomic.
+	fk.Advance(ACKTimeoutOf(p.opts.timeout) / 8)
+	wc := waitWC(t, p.ca, 2, waitFor)
+	checkWC(t, wc[0], 1, Success, WCFetchAdd)
+	checkWC(t, wc[1], 2, Success, WCFetchAdd)
+	if got := binary.NativeEndian.Uint64(ma.Buf()); got != v0 {
+		t.Fatalf("first atomic returned %#x, want %#x", got, v0)
+	}
+	if got := binary.NativeEndian.Uint64(ma.Buf()[8:]); got != v0+a {
+		t.Fatalf("second atomic returned %#x, want %#x", got, v0+a)
+	}
+	post(t, p.qa, faa(3, 16, c))
+	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 3, Success, WCFetchAdd)
+	if got := binary.NativeEndian.Uint64(ma.Buf()[16:]); got != v0+a+b {
+		t.Fatalf("third atomic returned %#x, want %#x", got, v0+a+b)
+	}
+	if got := binary.NativeEndian.Uint64(mb.Buf()); got != v0+a+b+c {
+		t.Fatalf("target holds %#x, want %#x", got, v0+a+b+c)
+	}
+	reqs := w.all(both(from(p.da), isRequest))
+	if last := reqs[len(reqs)-1]; last.psn != first.Add(2) {
+		t.Fatalf("third atomic sent at PSN %#x, want %#x", last.psn, first.Add(2))
+	}
+}
+
+// TestLongReadAfterAtomicRecovery: the first of two atomics loses its
+// response, the second one's response completes it, and the first one's
+// response, asked for again, completes the first. Every request is then
+// complete, and a READ longer than the PSN window must go out at once.
+// Before the fix the oldest unacknowledged PSN stayed at the second atomic
+// (its own response did not move it past the first's, still missing), so
+// the window counted one PSN in flight and a READ of more than 127 packets
+// waited for an acknowledgement that could not come.
+func TestLongReadAfterAtomicRecovery(t *testing.T) {
+	const npkts = 200
+	p, _ := newFakePair(t, pairOpts{mtu: MTU1024})
+	ma, mb := p.reg(p.pa, npkts*1024), p.reg(p.pb, npkts*1024)
+	for i := range mb.Buf() {
+		mb.Buf()[i] = byte(i*13 + i>>9)
+	}
+	w := p.tap()
+	first := wire.PSN(0xFFFFFA) // qa's SQ PSN (newPair)
+	dropped := false
+	w.setDrop(func(tp *tapped) bool {
+		if tp.op == wire.RCAtomicAcknowledge && tp.psn == first && !dropped {
+			dropped = true
+			return true
+		}
+		return false
+	})
+	cas := func(id uint64, off int) SendWR {
+		return SendWR{ID: id, Opcode: WRAtomicCmpAndSwp, Flags: SendSignaled, SGL: []SGE{ma.SGE(off, 8)},
+			RemoteAddr: mb.Addr() + 8, RKey: mb.RKey()}
+	}
+	post(t, p.qa, cas(1, 0), cas(2, 8))
+	wc := waitWC(t, p.ca, 2, waitFor)
+	checkWC(t, wc[0], 1, Success, WCCompSwap)
+	checkWC(t, wc[1], 2, Success, WCCompSwap)
+	want := bytes.Clone(mb.Buf())
+	post(t, p.qa, SendWR{ID: 3, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, npkts*1024)},
+		RemoteAddr: mb.Addr(), RKey: mb.RKey()})
+	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 3, Success, WCRDMARead)
+	if !bytes.Equal(ma.Buf(), want) {
+		t.Fatal("READ data differs")
 	}
 }

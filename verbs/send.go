@@ -22,7 +22,12 @@ const (
 )
 
 type requester struct {
-	psn       wire.PSN // next PSN to send
+	psn wire.PSN // next PSN to send
+	// next is the PSN the next new request starts at: the one after the
+	// newest PSN given out. psn is behind it while a rewind sends requests
+	// again, and stays there if the requests after the last one sent again
+	// complete without being sent again.
+	next      wire.PSN
 	ackedPSN  wire.PSN // oldest PSN not yet acknowledged
 	rdAtomic  int      // READ/atomic requests outstanding
 	retryLeft int
@@ -231,8 +236,24 @@ func (qp *QP) startLocked(w *swqe) bool {
 			w.npkts = packetsFor(w.length, qp.mtu)
 		}
 	}
+	// Every request before w has been sent or has completed
+	// (progressLocked reached w), but a rewind leaves psn after the last
+	// one it sent again: requests behind that one that completed meanwhile
+	// are passed over without moving psn. w starts after the newest PSN
+	// given out; starting at psn would reuse a PSN the responder has seen,
+	// and it would take w for a duplicate (an atomic would get another
+	// one's saved result, without being executed).
+	qp.req.psn = qp.req.next
+	if qp.typ == RC && qp.oldestOutstandingLocked() == nil {
+		// Nothing before w is outstanding: every PSN before it is
+		// acknowledged, even if the acknowledgements that said so could
+		// not move ackedPSN (a READ or atomic response completing a
+		// request behind one still missing its response).
+		qp.ackedTo(qp.req.psn)
+	}
 	w.firstPSN = qp.req.psn
 	w.lastPSN = qp.req.psn.Add(w.npkts - 1)
+	qp.req.next = w.lastPSN.Add(1)
 	w.sent = 0
 	w.readPkts, w.readSeen, w.readEnd, w.reasked = 0, 0, 0, false
 	w.state = wqeSending
