@@ -93,12 +93,20 @@ func (c *Conn) Disconnected() <-chan struct{} { return c.disc }
 func (c *Conn) markDisconnected() { c.discOnce.Do(func() { close(c.disc) }) }
 
 // Close disconnects and frees the QP, CQ, PD and ID.
-func (c *Conn) Close() error {
+func (c *Conn) Close() error { return c.close(true) }
+
+// close closes c; wait says whether to wait for the listener's event loop
+// to end when c was the last connection of a closed listener (false on
+// that loop's own goroutine).
+func (c *Conn) close(wait bool) error {
 	var err error
-	c.closeOnce.Do(func() {
-		if c.l != nil {
-			c.l.forget(c.ID)
+	last := false
+	defer func() {
+		if last && wait {
+			<-c.l.done // outside closeOnce: the loop may be closing c too
 		}
+	}()
+	c.closeOnce.Do(func() {
 		c.ID.Disconnect()
 		err = c.ID.Destroy()
 		if c.ch != nil {
@@ -108,6 +116,9 @@ func (c *Conn) Close() error {
 		c.CQ.Destroy()
 		c.PD.Dealloc()
 		c.markDisconnected()
+		if c.l != nil {
+			last = c.l.forget(c.ID)
+		}
 	})
 	return err
 }
@@ -212,12 +223,14 @@ type Listener struct {
 	ch   *EventChannel
 	o    ConnOptions
 	q    chan *Conn
-	done chan struct{}
+	stop chan struct{} // closed by Close: Accept returns ErrClosed
+	done chan struct{} // closed when run has returned
 
 	mu      sync.Mutex
 	closed  bool
+	chDone  bool          // ch closed: run is ending
 	pending map[*ID]*Conn // accepted, waiting for ESTABLISHED
-	live    map[*ID]*Conn // established, for DISCONNECTED
+	live    map[*ID]*Conn // established and not closed, for DISCONNECTED
 }
 
 // Listen listens on addr (an unspecified address listens on every device
@@ -244,7 +257,7 @@ func Listen(ctx context.Context, addr netip.AddrPort, opts *ConnOptions) (*Liste
 		id.Destroy()
 		return nil, err
 	}
-	l := &Listener{id: id, ch: ch, o: o, q: make(chan *Conn, o.Backlog), done: make(chan struct{}),
+	l := &Listener{id: id, ch: ch, o: o, q: make(chan *Conn, o.Backlog), stop: make(chan struct{}), done: make(chan struct{}),
 		pending: map[*ID]*Conn{}, live: map[*ID]*Conn{}}
 	go l.run()
 	return l, nil
@@ -276,13 +289,13 @@ func (l *Listener) run() {
 				continue
 			}
 			if closed {
-				c.Close()
+				c.close(false)
 				continue
 			}
 			select {
 			case l.q <- c:
 			default:
-				c.Close() // nobody accepts: the queue is full
+				c.close(false) // nobody accepts: the queue is full
 			}
 		case EventRejected, EventUnreachable, EventConnectError:
 			l.mu.Lock()
@@ -290,12 +303,13 @@ func (l *Listener) run() {
 			delete(l.pending, ev.ID)
 			l.mu.Unlock()
 			if c != nil {
-				c.Close()
+				c.close(false)
 			}
 		case EventDisconnected:
+			// The Conn stays in live until it is closed, so that the
+			// listener's events keep flowing to it after Listener.Close.
 			l.mu.Lock()
 			c := l.live[ev.ID]
-			delete(l.live, ev.ID)
 			l.mu.Unlock()
 			if c != nil {
 				c.markDisconnected()
@@ -306,6 +320,14 @@ func (l *Listener) run() {
 
 func (l *Listener) onRequest(ev *Event) {
 	id := ev.ID
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		id.Reject(nil)
+		id.Destroy()
+		return
+	}
 	pd, cq, err := newResources(id, &l.o)
 	if err != nil {
 		id.Reject(nil)
@@ -320,16 +342,33 @@ func (l *Listener) onRequest(ev *Event) {
 		l.mu.Lock()
 		delete(l.pending, id)
 		l.mu.Unlock()
-		c.Close()
+		c.close(false)
 	}
 }
 
-// forget drops a closed Conn from the listener's tables.
-func (l *Listener) forget(id *ID) {
+// forget drops a closed Conn from the listener's tables. The event
+// channel, which carries the events of every connection the listener
+// accepted, closes once the listener is closed and its last Conn is.
+func (l *Listener) forget(id *ID) (end bool) {
 	l.mu.Lock()
 	delete(l.pending, id)
 	delete(l.live, id)
+	end = l.endLocked()
 	l.mu.Unlock()
+	if end {
+		l.ch.Close()
+	}
+	return end
+}
+
+// endLocked reports whether the event channel should close now: the
+// listener is closed and no Conn it made is open. It reports true once.
+func (l *Listener) endLocked() bool {
+	if !l.closed || l.chDone || len(l.pending) > 0 || len(l.live) > 0 {
+		return false
+	}
+	l.chDone = true
+	return true
 }
 
 // Accept returns the next established connection.
@@ -337,7 +376,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	select {
 	case c := <-l.q:
 		return c, nil
-	case <-l.done:
+	case <-l.stop:
 		return nil, errf(ErrClosed, "listener")
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -345,6 +384,8 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 }
 
 // Close stops listening and closes connections not yet accepted.
+// Connections already accepted stay open and keep receiving their events
+// (DISCONNECTED) until they are closed.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -352,14 +393,13 @@ func (l *Listener) Close() error {
 		return errf(ErrClosed, "listener")
 	}
 	l.closed = true
+	pend := make([]*Conn, 0, len(l.pending))
+	for _, c := range l.pending {
+		pend = append(pend, c)
+	}
 	l.mu.Unlock()
+	close(l.stop)
 	err := l.id.Destroy()
-	l.ch.Close()
-	<-l.done
-	l.mu.Lock()
-	pend := l.pending
-	l.pending = nil
-	l.mu.Unlock()
 	for _, c := range pend {
 		c.Close()
 	}
@@ -367,8 +407,26 @@ func (l *Listener) Close() error {
 		select {
 		case c := <-l.q:
 			c.Close()
+			continue
 		default:
-			return err
 		}
+		break
 	}
+	l.mu.Lock()
+	end := l.endLocked()
+	l.mu.Unlock()
+	if end {
+		l.ch.Close()
+	}
+	if l.chDoneNow() {
+		<-l.done
+	}
+	return err
+}
+
+// chDoneNow reports whether the event channel has been closed.
+func (l *Listener) chDoneNow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.chDone
 }

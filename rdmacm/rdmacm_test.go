@@ -501,3 +501,47 @@ func TestBacklog(t *testing.T) {
 	_ = third
 	lid.Destroy()
 }
+
+// TestListenerCloseKeepsConns: closing a Listener stops new connections but
+// leaves accepted ones working; they still see the peer's disconnect, and
+// the listener's event loop ends with the last of them.
+func TestListenerCloseKeepsConns(t *testing.T) {
+	h := newHosts(t, loop.Faults{}, nil)
+	ctx := ctxT(t)
+	l, err := Listen(ctx, netip.AddrPortFrom(ipB, 7471), &ConnOptions{CM: h.b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, netip.AddrPortFrom(ipB, 7471), &ConnOptions{CM: h.a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Accept after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case <-l.done:
+		t.Fatal("the listener's event loop ended while an accepted connection is open")
+	default:
+	}
+	exchange(t, c, s, []byte("still here"))
+	c.Close()
+	select {
+	case <-s.Disconnected():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an accepted connection did not see the disconnect after Listener.Close")
+	}
+	s.Close()
+	select {
+	case <-l.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the listener's event loop did not end with its last connection")
+	}
+}
