@@ -102,6 +102,36 @@ type StateNotifier interface {
 	NotifyState(f func(up bool))
 }
 
+// State is the up/down state of a link and the function told of its
+// changes: the part of StateNotifier every link implements the same way.
+// The zero State is up.
+type State struct {
+	down   atomic.Bool
+	notify atomic.Pointer[func(up bool)]
+}
+
+// Up reports whether the state is up.
+func (s *State) Up() bool { return !s.down.Load() }
+
+// NotifyState registers f to be called by Notify (nil removes it).
+func (s *State) NotifyState(f func(up bool)) {
+	if f == nil {
+		s.notify.Store(nil)
+		return
+	}
+	s.notify.Store(&f)
+}
+
+// Set records the state and reports whether it changed.
+func (s *State) Set(up bool) bool { return s.down.Swap(!up) != !up }
+
+// Notify calls the registered function, if any, with up.
+func (s *State) Notify(up bool) {
+	if f := s.notify.Load(); f != nil {
+		(*f)(up)
+	}
+}
+
 // Stats counts a link's traffic.
 type Stats struct {
 	TxPackets, TxBytes uint64

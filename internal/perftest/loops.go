@@ -34,6 +34,7 @@ type clock struct {
 	started    bool
 	sampleFrom time.Duration
 	sampleTo   time.Duration
+	cur        int // state at the last advance
 }
 
 func newClock(dur, margin time.Duration) *clock {
@@ -53,6 +54,22 @@ func (k *clock) state(now time.Duration) int {
 		return stateCooldown
 	}
 	return stateEnd
+}
+
+// advance moves the duration-mode state to now's, marking where the sample
+// window starts and ends as the run enters and leaves it, and returns it.
+func (k *clock) advance(now time.Duration) int {
+	st := k.state(now)
+	if st != k.cur {
+		if st >= stateSample && k.cur < stateSample {
+			k.sampleFrom = now
+		}
+		if st >= stateCooldown && k.cur < stateCooldown {
+			k.sampleTo = now
+		}
+		k.cur = st
+	}
+	return st
 }
 
 // watchdog paces a waiting loop and fails it when it makes no progress.
@@ -184,16 +201,7 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 	for {
 		now := k.now()
 		if dur {
-			st := k.state(now)
-			if st != state {
-				if st >= stateSample && state < stateSample {
-					k.sampleFrom = now
-				}
-				if st >= stateCooldown && state < stateCooldown {
-					k.sampleTo = now
-				}
-				state = st
-			}
+			state = k.advance(now)
 		}
 		ending := dur && state == stateEnd
 		if !dur && totS >= uint64(total) && totC >= uint64(total) {
@@ -330,17 +338,7 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 	state := stateWarmup
 	for {
 		if k != nil && dur {
-			now := k.now()
-			st := k.state(now)
-			if st != state {
-				if st >= stateSample && state < stateSample {
-					k.sampleFrom = now
-				}
-				if st >= stateCooldown && state < stateCooldown {
-					k.sampleTo = now
-				}
-				state = st
-			}
+			state = k.advance(k.now())
 			if state == stateEnd {
 				break
 			}
@@ -425,17 +423,7 @@ func (s *side) latLoop(size, rttFactor int, step func(n uint64, l *lat) error) (
 	var sampled uint64
 	l := &lat{mark: func() {}, stop: func() bool { return k.state(k.now()) == stateEnd }}
 	for n := uint64(0); ; n++ {
-		now := k.now()
-		st := k.state(now)
-		if st != state {
-			if st >= stateSample && state < stateSample {
-				k.sampleFrom = now
-			}
-			if st >= stateCooldown && state < stateCooldown {
-				k.sampleTo = now
-			}
-			state = st
-		}
+		state = k.advance(k.now())
 		if state == stateEnd {
 			break
 		}

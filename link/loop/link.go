@@ -27,9 +27,8 @@ type Link struct {
 	port  uint16
 	ctr   link.Counters
 
-	closed atomic.Bool // Send fails once set
-	down   atomic.Bool // SetUp(false): nothing sent or delivered
-	notify atomic.Pointer[func(up bool)]
+	closed atomic.Bool   // Send fails once set
+	state  link.State    // SetUp(false): nothing sent or delivered
 	wake   chan struct{} // capacity 1: something was queued
 	done   chan struct{} // closed by Close
 	exited chan struct{} // closed when the delivery goroutine returns
@@ -89,7 +88,7 @@ func (l *Link) Send(batch []*link.Packet) error {
 	if l.closed.Load() {
 		return link.ErrClosed
 	}
-	if l.down.Load() {
+	if !l.state.Up() {
 		l.ctr.TxErrors.Add(uint64(len(batch)))
 		return link.ErrDown
 	}
@@ -387,17 +386,11 @@ func (l *Link) take(batch []*link.Packet, now time.Time) ([]*link.Packet, time.T
 }
 
 // Up reports whether the link is up (link.StateNotifier); links attach up.
-func (l *Link) Up() bool { return !l.down.Load() }
+func (l *Link) Up() bool { return l.state.Up() }
 
 // NotifyState registers f to be called with the new state when SetUp
 // changes it (link.StateNotifier).
-func (l *Link) NotifyState(f func(up bool)) {
-	if f == nil {
-		l.notify.Store(nil)
-		return
-	}
-	l.notify.Store(&f)
-}
+func (l *Link) NotifyState(f func(up bool)) { l.state.NotifyState(f) }
 
 // SetUp takes the link down (false) or up again (true), as pulling and
 // plugging a cable would: while it is down, Send fails with link.ErrDown and
@@ -405,18 +398,15 @@ func (l *Link) NotifyState(f func(up bool)) {
 // and counted in Stats.Dropped. A change calls the NotifyState function, on
 // the caller's goroutine.
 func (l *Link) SetUp(up bool) {
-	if l.down.Swap(!up) == !up {
-		return
-	}
-	if f := l.notify.Load(); f != nil {
-		(*f)(up)
+	if l.state.Set(up) {
+		l.state.Notify(up)
 	}
 }
 
 // deliver checks the batch's framing and ICRC, hands the good packets to h
 // and returns every packet to the pool.
 func (l *Link) deliver(h link.Handler, batch, good []*link.Packet) {
-	down := l.down.Load()
+	down := !l.state.Up()
 	for _, p := range batch {
 		if down {
 			l.ctr.Dropped.Add(1)

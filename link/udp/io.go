@@ -218,7 +218,7 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 			l.ctr.TxBytes.Add(uint64(len(m.Buffers[0])))
 		}
 		msgs = msgs[n:]
-		if n > 0 && l.down.Load() && l.watch == nil {
+		if n > 0 && !l.state.Up() && l.watch == nil {
 			l.setUp(true, "sent", nil)
 		}
 		if err == nil {
@@ -249,7 +249,7 @@ func (l *Link) write(sk *socket, msgs []ipv4.Message) error {
 // batch, then replaces those k with fresh pool packets (the Handler may not
 // keep them, so they are returned to the pool).
 func (l *Link) deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packet, k int) []*link.Packet {
-	if k > 0 && l.down.Load() && l.watch == nil {
+	if k > 0 && !l.state.Up() && l.watch == nil {
 		l.setUp(true, "received", nil)
 	}
 	batch = batch[:0]

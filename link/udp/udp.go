@@ -161,9 +161,8 @@ type Link struct {
 	closed  atomic.Bool // Send fails once set
 	scratch sync.Pool   // *sendScratch
 
-	down   atomic.Bool // see Up
-	notify atomic.Pointer[func(up bool)]
-	watch  *ifWatch // Config.Interface's state, or nil
+	state link.State // see Up
+	watch *ifWatch   // Config.Interface's state, or nil
 
 	mu      sync.Mutex // guards started, closing and wg.Add
 	started bool
@@ -239,7 +238,7 @@ func Open(cfg Config) (*Link, error) {
 			return nil, err
 		}
 		l.watch = w
-		l.down.Store(!up)
+		l.state.Set(up)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -311,27 +310,19 @@ func (l *Link) Port() uint16 { return l.port }
 // than by Close, and (without Config.Interface) up again when a packet is
 // sent or received. Per-destination errors
 // (unreachable hosts or networks) do not count.
-func (l *Link) Up() bool { return !l.down.Load() }
+func (l *Link) Up() bool { return l.state.Up() }
 
 // NotifyState registers f to be called with each new state
 // (link.StateNotifier).
-func (l *Link) NotifyState(f func(up bool)) {
-	if f == nil {
-		l.notify.Store(nil)
-		return
-	}
-	l.notify.Store(&f)
-}
+func (l *Link) NotifyState(f func(up bool)) { l.state.NotifyState(f) }
 
 // setUp records the link's state and reports a change.
 func (l *Link) setUp(up bool, why string, err error) {
-	if l.down.Swap(!up) == !up || l.closed.Load() {
+	if !l.state.Set(up) || l.closed.Load() {
 		return
 	}
 	l.log.Warn("udp: link state changed", "up", up, "why", why, "err", err)
-	if f := l.notify.Load(); f != nil {
-		(*f)(up)
-	}
+	l.state.Notify(up)
 }
 
 // Stats returns the link's counters.
