@@ -169,6 +169,16 @@ func (t *cmaTest) postRecvs(n *cmaNode) error {
 	return nil
 }
 
+// postAllSends posts every node's sends (see postSends).
+func (t *cmaTest) postAllSends(signaled bool) error {
+	for _, n := range t.nodes {
+		if err := t.postSends(n, signaled); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *cmaTest) postSends(n *cmaNode, signaled bool) error {
 	if !n.connected || t.count == 0 {
 		return nil
@@ -374,10 +384,8 @@ func (t *cmaTest) runServer(ctx context.Context, bind string, port uint16, df *d
 				return err
 			}
 			t.printf("sending replies\n")
-			for _, n := range t.nodes {
-				if err := t.postSends(n, true); err != nil {
-					return err
-				}
+			if err := t.postAllSends(true); err != nil {
+				return err
 			}
 			if err := t.pollCQs(ctx, false); err != nil {
 				return err
@@ -389,10 +397,8 @@ func (t *cmaTest) runServer(ctx context.Context, bind string, port uint16, df *d
 	}
 	if t.count > 0 {
 		t.printf("initiating data transfers\n")
-		for _, n := range t.nodes {
-			if err := t.postSends(n, false); err != nil {
-				return err
-			}
+		if err := t.postAllSends(false); err != nil {
+			return err
 		}
 		t.printf("completing sends\n")
 		if err := t.pollCQs(ctx, false); err != nil {
@@ -452,10 +458,8 @@ func (t *cmaTest) runClient(ctx context.Context, bind, dst string, port uint16, 
 	if t.ud {
 		if t.count > 0 {
 			t.printf("initiating data transfers\n")
-			for _, n := range t.nodes {
-				if err := t.postSends(n, false); err != nil {
-					return err
-				}
+			if err := t.postAllSends(false); err != nil {
+				return err
 			}
 			t.printf("receiving data transfers\n")
 			if err := t.pollCQs(ctx, true); err != nil {
@@ -472,10 +476,8 @@ func (t *cmaTest) runClient(ctx context.Context, bind, dst string, port uint16, 
 			return err
 		}
 		t.printf("sending replies\n")
-		for _, n := range t.nodes {
-			if err := t.postSends(n, false); err != nil {
-				return err
-			}
+		if err := t.postAllSends(false); err != nil {
+			return err
 		}
 		t.printf("data transfers complete\n")
 	}
