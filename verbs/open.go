@@ -5,11 +5,11 @@
 package verbs
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
 
+	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/udp"
 )
@@ -49,7 +49,7 @@ func openUDP(addrs []netip.Addr, o UDPOptions, ifname string) (*Device, error) {
 		o.Port = link.DefaultPort
 	}
 	if o.MTU == 0 {
-		if ifc, err := interfaceOf(addrs[0]); err == nil {
+		if ifc, err := netif.InterfaceOf(addrs[0]); err == nil {
 			o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
 		}
 		if o.MTU == 0 {
@@ -127,30 +127,4 @@ func InterfaceGIDOrder(ifc *net.Interface) ([]netip.Addr, error) {
 		return nil, errf(ErrInvalid, "interface %s has no IP addresses", ifc.Name)
 	}
 	return out, nil
-}
-
-func interfaceOf(a netip.Addr) (*net.Interface, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	a = a.Unmap().WithZone("")
-	for i := range ifs {
-		as, _ := ifs[i].Addrs()
-		for _, x := range as {
-			if p, err := netip.ParsePrefix(x.String()); err == nil && p.Addr().Unmap() == a {
-				return &ifs[i], nil
-			}
-		}
-	}
-	// 127.0.0.0/8 addresses other than 127.0.0.1 are not listed but are
-	// served by the loopback interface.
-	if a.IsLoopback() {
-		for i := range ifs {
-			if ifs[i].Flags&net.FlagLoopback != 0 {
-				return &ifs[i], nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("no interface has address %v", a)
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
@@ -129,7 +130,7 @@ func describe(w io.Writer, d infoDevice, verbose bool) error {
 	mtu := verbs.MTU1024
 	ifc := d.ifc
 	if ifc == nil {
-		if i, err := tool.InterfaceOf(d.addrs[0]); err == nil {
+		if i, err := netif.InterfaceOf(d.addrs[0]); err == nil {
 			ifc = i
 		}
 	}

@@ -381,6 +381,21 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 	return bwReport(size, int(total), t, c.Gbits), nil
 }
 
+// sendOne posts wr (one signaled WR) on the first QP and waits for its
+// completion; what names the operation in an error.
+func (s *side) sendOne(wr []verbs.SendWR, wc []verbs.WC, wd *watchdog, what string) error {
+	if err := s.qps[0].PostSend(wr); err != nil {
+		return fmt.Errorf("%w: post send: %v", ErrTest, err)
+	}
+	if err := pollOne(s.scq, wc, wd); err != nil {
+		return err
+	}
+	if wc[0].Status != verbs.Success {
+		return wcError(&wc[0], what)
+	}
+	return nil
+}
+
 // pollOne waits for one completion on cq.
 func pollOne(cq *verbs.CQ, wc []verbs.WC, wd *watchdog) error {
 	for cq.Poll(wc[:1]) == 0 {
@@ -450,16 +465,7 @@ func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
 	return s.latLoop(size, 1, func(n uint64, l *lat) error {
 		wr[0].ID = n
 		l.mark()
-		if err := s.qps[0].PostSend(wr); err != nil {
-			return fmt.Errorf("%w: post send: %v", ErrTest, err)
-		}
-		if err := pollOne(s.scq, wc, wd); err != nil {
-			return err
-		}
-		if wc[0].Status != verbs.Success {
-			return wcError(&wc[0], s.cfg.Test.Verb.String())
-		}
-		return nil
+		return s.sendOne(wr, wc, wd, s.cfg.Test.Verb.String())
 	})
 }
 
@@ -506,14 +512,8 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 		l.mark()
 		s.buf[postOff] = byte(n + 1)
 		wr[0].ID = n
-		if err := s.qps[0].PostSend(wr); err != nil {
-			return fmt.Errorf("%w: post send: %v", ErrTest, err)
-		}
-		if err := pollOne(s.scq, wc, wd); err != nil {
+		if err := s.sendOne(wr, wc, wd, "RDMA_Write"); err != nil {
 			return err
-		}
-		if wc[0].Status != verbs.Success {
-			return wcError(&wc[0], "RDMA_Write")
 		}
 		return stopped
 	})
@@ -572,14 +572,8 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 		}
 		l.mark()
 		wr[0].ID = n
-		if err := s.qps[0].PostSend(wr); err != nil {
-			return fmt.Errorf("%w: post send: %v", ErrTest, err)
-		}
-		if err := pollOne(s.scq, wc, wd); err != nil {
+		if err := s.sendOne(wr, wc, wd, "Send"); err != nil {
 			return err
-		}
-		if wc[0].Status != verbs.Success {
-			return wcError(&wc[0], "Send")
 		}
 		return nil
 	})

@@ -38,6 +38,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/pcap"
 	"github.com/softrdma/softrdma/link/udp"
@@ -133,7 +134,7 @@ func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Devic
 	}
 	mtuIfc := ifc
 	if mtuIfc == nil {
-		mtuIfc, _ = InterfaceOf(addrs[0])
+		mtuIfc, _ = netif.InterfaceOf(addrs[0])
 	}
 	mtu := verbs.MTU1024
 	if mtuIfc != nil {
@@ -191,7 +192,7 @@ func (f *Flags) addrs(local netip.Addr) ([]netip.Addr, *net.Interface, error) {
 		}
 		ifc = i
 	case local.IsValid():
-		i, err := InterfaceOf(local)
+		i, err := netif.InterfaceOf(local)
 		if err != nil || i.Flags&net.FlagLoopback != 0 {
 			// Loopback: bind only the address in use, so that other
 			// processes can use other loopback addresses.
@@ -299,29 +300,4 @@ func PathMTU(ifMTU int) verbs.MTU {
 		return m
 	}
 	return verbs.MTU256
-}
-
-// InterfaceOf returns the interface owning a.
-func InterfaceOf(a netip.Addr) (*net.Interface, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	a = a.Unmap().WithZone("")
-	for i := range ifs {
-		as, _ := ifs[i].Addrs()
-		for _, x := range as {
-			if p, err := netip.ParsePrefix(x.String()); err == nil && p.Addr().Unmap() == a {
-				return &ifs[i], nil
-			}
-		}
-	}
-	if a.IsLoopback() { // 127.0.0.2 and such are not listed but served by lo
-		for i := range ifs {
-			if ifs[i].Flags&net.FlagLoopback != 0 {
-				return &ifs[i], nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("no interface has address %v", a)
 }
