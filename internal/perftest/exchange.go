@@ -84,7 +84,7 @@ func ParseDest(msg []byte) (Dest, error) {
 		return d, exErr("keys message %q: want 23 colon-terminated fields", msg)
 	}
 	var v [23]uint64
-	bits := [23]int{16, 32, 24, 24, 32, 64}
+	bits := [23]int{16, 16, 24, 24, 32, 64} // out_reads is sent as %04x: 16 bits fill its field
 	for i := range v {
 		size := bits[i]
 		if i >= 6 && i < 22 {
