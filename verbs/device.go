@@ -183,8 +183,13 @@ type DeviceStats struct {
 	RxBadTransport atomic.Uint64 // opcode's transport does not match the QP
 	RxPKeyDrop     atomic.Uint64
 	RxQKeyDrop     atomic.Uint64
-	RxDuplicate    atomic.Uint64
+	RxDuplicate    atomic.Uint64 // requests and responses with a PSN already seen
 	RxOutOfSeq     atomic.Uint64
+	// RxDuplicateDropped counts duplicate requests the responder dropped
+	// without answering: a READ or atomic that repeats none it executed
+	// (stale, forged, or older than the replay table), or a READ whose
+	// memory is gone. The QP's state does not change.
+	RxDuplicateDropped atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).

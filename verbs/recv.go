@@ -117,19 +117,42 @@ type responder struct {
 	ackPending bool
 	ackPSN     wire.PSN
 
-	res    []atomicRes // replay table of executed atomics
+	res    []rdRes // READs and atomics executed, newest at resIdx-1
 	resIdx int
 }
 
-type atomicRes struct {
-	valid bool
-	psn   wire.PSN
-	orig  uint64
+// rdRes is a READ or atomic request the responder has executed, kept so a
+// duplicate of it can be answered again (IBTA 9.7.5.1.1). The table holds
+// max_dest_rd_atomic of them, as many as the requester may have outstanding;
+// the oldest is overwritten first.
+type rdRes struct {
+	kind   resKind
+	psn    wire.PSN // the request's PSN: the first of its responses
+	npk    int      // READ: response packets
+	rkey   wire.RKey
+	va     uint64
+	length int         // READ: bytes
+	op     wire.Opcode // atomic: RCCompareSwap or RCFetchAdd
+	orig   uint64      // atomic: the value it returned
 }
 
+type resKind uint8
+
+const (
+	resNone resKind = iota
+	resRead
+	resAtomic
+)
+
 func (r *responder) initResources(n int) {
-	r.res = make([]atomicRes, max(n, 1))
+	r.res = make([]rdRes, max(n, 1))
 	r.resIdx = 0
+}
+
+// remember records an executed READ or atomic in the replay table.
+func (r *responder) remember(res rdRes) {
+	r.res[r.resIdx] = res
+	r.resIdx = (r.resIdx + 1) % len(r.res)
 }
 
 // takeRecvLocked moves the next receive WQE into r.wqe.
@@ -217,7 +240,7 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 	case info.Is(wire.FlagWrite):
 		qp.rcWriteLocked(pkt)
 	case info.Is(wire.FlagRead):
-		qp.rcReadLocked(pkt, true)
+		qp.rcReadLocked(pkt)
 	case info.Is(wire.FlagAtomic):
 		qp.rcAtomicLocked(pkt)
 	default:
@@ -345,9 +368,9 @@ func (qp *QP) rcWriteLocked(pkt wire.Packet) {
 	}
 }
 
-// rcReadLocked answers a READ request. fresh is false for a duplicate, which
-// is answered again from memory without moving the expected PSN.
-func (qp *QP) rcReadLocked(pkt wire.Packet, fresh bool) {
+// rcReadLocked executes a new READ request: it checks access, remembers the
+// request for duplicates and sends the response stream.
+func (qp *QP) rcReadLocked(pkt wire.Packet) {
 	r := &qp.resp
 	psn := pkt.BTH().PSN()
 	reth := pkt.RETH()
@@ -363,11 +386,20 @@ func (qp *QP) rcReadLocked(pkt wire.Packet, fresh bool) {
 		}
 	}
 	npk := packetsFor(n, qp.mtu)
-	if fresh {
-		r.msn = r.msn.Add(1)
-		r.psn = psn.Add(npk)
-		qp.clearAckLocked(psn)
+	r.msn = r.msn.Add(1)
+	r.psn = psn.Add(npk)
+	qp.clearAckLocked(psn)
+	r.remember(rdRes{kind: resRead, psn: psn, npk: npk, rkey: reth.RKey(), va: reth.VA(), length: n})
+	if !qp.readResponseLocked(psn, reth.RKey(), reth.VA(), n) {
+		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
 	}
+}
+
+// readResponseLocked sends the response stream for n bytes at va (R_Key
+// rkey), its first packet at psn. It reports false, having sent nothing more,
+// if the memory cannot be read.
+func (qp *QP) readResponseLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int) bool {
+	npk := packetsFor(n, qp.mtu)
 	for i := 0; i < npk; i++ {
 		off := i * qp.mtu
 		m := min(n-off, qp.mtu)
@@ -384,20 +416,20 @@ func (qp *QP) rcReadLocked(pkt wire.Packet, fresh bool) {
 		}
 		var h wire.Headers
 		h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn.Add(i)}
-		h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: r.msn}
+		h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
 		p := link.Get()
 		hl, _ := wire.WriteHeaders(p.Buf, &h, m)
 		if m > 0 {
-			src, err := qp.dev.mrs.Remote(reth.RKey(), qp.pd.id, reth.VA()+uint64(off), m, mem.RemoteRead)
+			src, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va+uint64(off), m, mem.RemoteRead)
 			if err != nil {
 				link.Put(p)
-				qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
-				return
+				return false
 			}
 			copy(p.Buf[hl:], src)
 		}
 		qp.finishPacketLocked(p, hl, m)
 	}
+	return true
 }
 
 func (qp *QP) rcAtomicLocked(pkt wire.Packet) {
@@ -423,34 +455,79 @@ func (qp *QP) rcAtomicLocked(pkt wire.Packet) {
 	} else {
 		orig = mem.FetchAdd(b, ae.SwapAdd())
 	}
-	r.res[r.resIdx] = atomicRes{valid: true, psn: psn, orig: orig}
-	r.resIdx = (r.resIdx + 1) % len(r.res)
+	r.remember(rdRes{kind: resAtomic, psn: psn, rkey: ae.RKey(), va: ae.VA(), op: pkt.Opcode(), orig: orig})
 	r.msn = r.msn.Add(1)
 	r.psn = psn.Add(1)
 	qp.clearAckLocked(psn)
 	qp.sendAtomicAckLocked(psn, orig)
 }
 
-// duplicateLocked answers a request with a PSN already seen (IBTA 9.7.5.1.1):
-// SEND and WRITE are acknowledged again, READs are answered again from
-// memory, atomics replay their saved result.
+// duplicateLocked answers a request with a PSN already seen (IBTA 9.7.5.1.1).
+// A duplicate never changes the QP's state: SEND and WRITE are acknowledged
+// again; a READ or atomic is answered again only if it repeats one in the
+// replay table (see matchReadLocked and matchAtomicLocked); anything else,
+// and a READ whose memory is gone, is dropped and counted in
+// DeviceStats.RxDuplicateDropped.
 func (qp *QP) duplicateLocked(pkt wire.Packet) {
 	info := pkt.Info()
-	psn := pkt.BTH().PSN()
 	switch {
 	case info.Is(wire.FlagRead):
-		qp.rcReadLocked(pkt, false)
-	case info.Is(wire.FlagAtomic):
-		for _, res := range qp.resp.res {
-			if res.valid && res.psn == psn {
-				qp.sendAtomicAckLocked(psn, res.orig)
-				return
-			}
+		reth := pkt.RETH()
+		psn, n := pkt.BTH().PSN(), int(reth.DMALen())
+		if !qp.matchReadLocked(psn, reth.RKey(), reth.VA(), n) ||
+			!qp.readResponseLocked(psn, reth.RKey(), reth.VA(), n) {
+			qp.dev.stats.RxDuplicateDropped.Add(1)
 		}
-		// Too old to replay: drop; the requester times out.
-	default:
+	case info.Is(wire.FlagAtomic):
+		if res := qp.matchAtomicLocked(pkt); res != nil {
+			qp.sendAtomicAckLocked(res.psn, res.orig)
+			return
+		}
+		qp.dev.stats.RxDuplicateDropped.Add(1)
+	case info.Is(wire.FlagSend) || info.Is(wire.FlagWrite):
 		qp.ackLaterLocked(qp.resp.psn.Add(-1))
+	default:
+		qp.dev.stats.RxDuplicateDropped.Add(1)
 	}
+}
+
+// matchReadLocked reports whether a duplicate READ request for n bytes at va
+// repeats an executed READ, in whole or from the middle of its response
+// stream, as a requester asks again for responses it lost: the same R_Key,
+// its PSN one of the original's responses k, its VA the original's plus k
+// path MTUs, and its range inside the original's. A stale or forged request
+// matches nothing, so it cannot make the responder read other memory, or
+// more of it, than the READ it claims to repeat.
+func (qp *QP) matchReadLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int) bool {
+	for i := range qp.resp.res {
+		res := &qp.resp.res[i]
+		if res.kind != resRead {
+			continue
+		}
+		k := int(psn.Diff(res.psn))
+		if k < 0 || k >= res.npk {
+			continue
+		}
+		off := k * qp.mtu
+		return rkey == res.rkey && va == res.va+uint64(off) && n <= res.length-off
+	}
+	return false
+}
+
+// matchAtomicLocked returns the executed atomic that a duplicate atomic
+// request repeats (same PSN, opcode, R_Key and VA), or nil.
+func (qp *QP) matchAtomicLocked(pkt wire.Packet) *rdRes {
+	psn, ae := pkt.BTH().PSN(), pkt.AtomicETH()
+	for i := range qp.resp.res {
+		res := &qp.resp.res[i]
+		if res.kind == resAtomic && res.psn == psn {
+			if res.op == pkt.Opcode() && res.rkey == ae.RKey() && res.va == ae.VA() {
+				return res
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // responderErrorLocked NAKs psn with code, completes the receive WQE in

@@ -24,6 +24,13 @@ import (
 // port is used, so parallel test processes do not collide.
 func newDevicesUDP(t testing.TB, v6 bool) (*Device, *Device) {
 	t.Helper()
+	return newDevicesUDPWrapped(t, v6, nil)
+}
+
+// newDevicesUDPWrapped is newDevicesUDP with the first device's link wrapped
+// by wrapA, if not nil.
+func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link) (*Device, *Device) {
+	t.Helper()
 	open := func(a string, port uint16) (*udp.Link, error) {
 		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, ICRCPolicy: udp.StrictIPv4})
 	}
@@ -58,7 +65,11 @@ func newDevicesUDP(t testing.TB, v6 bool) (*Device, *Device) {
 		}
 	}
 	hb := new(atomic.Uint64)
-	da, err := Open(kernelHB{la, hb}, &Options{Name: "udp_a", RemotePort: lb.Port()})
+	var a link.Link = kernelHB{la, hb}
+	if wrapA != nil {
+		a = wrapA(a)
+	}
+	da, err := Open(a, &Options{Name: "udp_a", RemotePort: lb.Port()})
 	if err != nil {
 		la.Close()
 		lb.Close()
