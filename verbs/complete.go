@@ -496,8 +496,7 @@ func ACKTimeoutOf(t uint8) time.Duration { return wire.ACKTimeout(t) }
 
 func (qp *QP) onRetryTimer() {
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	defer qp.flushLocked()
+	defer qp.unlockSend()
 	qp.retryT = nil
 	if qp.dead || (qp.state != StateRTS && qp.state != StateSQD) || qp.req.rnrWait {
 		return
@@ -548,8 +547,7 @@ func (qp *QP) onRetryTimer() {
 
 func (qp *QP) onRNRTimer() {
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	defer qp.flushLocked()
+	defer qp.unlockSend()
 	qp.rnrT = nil
 	if qp.dead || !qp.req.rnrWait {
 		return

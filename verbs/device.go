@@ -170,6 +170,7 @@ type Device struct {
 
 	events chan AsyncEvent
 	stats  DeviceStats
+	pacer  pacer // generates READ answers a burst at a time (pace.go)
 
 	portDown atomic.Bool // the link reported itself down
 	portMu   sync.Mutex  // orders state changes with their events
@@ -190,6 +191,10 @@ type DeviceStats struct {
 	// (stale, forged, or older than the replay table), or a READ whose
 	// memory is gone. The QP's state does not change.
 	RxDuplicateDropped atomic.Uint64
+	// RxRespQueueFull counts responder output dropped because the QP's
+	// queue behind a READ answer was full (pace.go): only a requester
+	// exceeding its PSN window fills it.
+	RxRespQueueFull atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).
@@ -242,17 +247,19 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 		events: make(chan AsyncEvent, 256),
 	}
 	// A GUID in the style of an EUI-64 with the locally administered bit.
+	empty := map[wire.QPN]*QP{}
+	d.qpTable.Store(&empty)
 	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56
 	for _, a := range addrs {
 		d.gids = append(d.gids, GIDFromAddr(a))
 	}
-	empty := map[wire.QPN]*QP{}
-	d.qpTable.Store(&empty)
 	if sn, ok := l.(link.StateNotifier); ok {
 		sn.NotifyState(d.linkState)
 		d.linkState(sn.Up())
 	}
+	d.pacer.start()
 	if err := l.Start(link.HandlerFunc(d.receive)); err != nil {
+		d.pacer.stop()
 		return nil, err
 	}
 	return d, nil
@@ -284,7 +291,9 @@ func (d *Device) Close() error {
 	if sn, ok := d.link.(link.StateNotifier); ok {
 		sn.NotifyState(nil)
 	}
-	return d.link.Close()
+	err := d.link.Close()
+	d.pacer.stop()
+	return err
 }
 
 // QueryDevice returns the device attributes.

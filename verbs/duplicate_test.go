@@ -21,6 +21,7 @@ import (
 
 // rxRecord is one packet a device received, as an rxLog keeps it.
 type rxRecord struct {
+	qpn     wire.QPN
 	op      wire.Opcode
 	psn     wire.PSN
 	payload []byte
@@ -38,7 +39,7 @@ func (l *rxLog) add(p *link.Packet) {
 	if err != nil {
 		return
 	}
-	r := rxRecord{op: pkt.Opcode(), psn: pkt.BTH().PSN(), payload: bytes.Clone(pkt.Payload())}
+	r := rxRecord{qpn: pkt.BTH().DestQP(), op: pkt.Opcode(), psn: pkt.BTH().PSN(), payload: bytes.Clone(pkt.Payload())}
 	if v := pkt.AtomicAckETH(); v != nil {
 		r.atomic = v.Orig()
 	}
@@ -85,7 +86,7 @@ func newObservedPair(t *testing.T, transport string) (*pair, *rxLog) {
 	p := &pair{t: t}
 	switch transport {
 	case "loop":
-		n := loop.NewNetwork(loop.Config{})
+		n := loop.NewNetwork(loop.Config{QueueLen: 8192})
 		la, err := n.Attach([]netip.Addr{netip.MustParseAddr("10.0.0.1")}, 4791)
 		if err != nil {
 			t.Fatal(err)

@@ -115,7 +115,14 @@ type QP struct {
 	req  requester
 	resp responder
 
-	out    []*link.Packet // packets built under mu, sent by flushLocked
+	out []*link.Packet // packets built under mu, sent by unlockSend
+
+	// txMu orders the sends of the QP's packets once they have left mu:
+	// unlockSend takes it before releasing mu, so batches go out in the
+	// order they were built. Lock order: mu, then txMu; never mu under
+	// txMu. txOut is the batch being sent, guarded by txMu.
+	txMu   sync.Mutex
+	txOut  []*link.Packet
 	retryT clock.Timer
 	rnrT   clock.Timer
 }
@@ -190,7 +197,7 @@ func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 	if init.SRQ == nil {
 		qp.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
 	}
-	qp.out = make([]*link.Packet, 0, outBatch)
+	qp.out = make([]*link.Packet, 0, 64)
 	qp.resetLocked()
 
 	d.mu.Lock()
@@ -258,6 +265,7 @@ func (qp *QP) Destroy() error {
 	}
 	qp.dead = true
 	qp.stopTimersLocked()
+	qp.dropRespQueueLocked()
 	qp.state = StateReset
 	qp.mu.Unlock()
 	d := qp.dev
@@ -375,8 +383,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		return errf(ErrInvalid, "nil attributes")
 	}
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	defer qp.flushLocked()
+	defer qp.unlockSend()
 	if qp.dead {
 		return errf(ErrClosed, "QP destroyed")
 	}
@@ -543,7 +550,8 @@ func (qp *QP) resetLocked() {
 		qp.rq.reset()
 	}
 	qp.req = requester{}
-	qp.resp = responder{}
+	qp.dropRespQueueLocked()
+	qp.resp = responder{queue: qp.resp.queue}
 	qp.resp.initResources(1)
 	qp.pkey = wire.DefaultPKey
 }
@@ -563,6 +571,7 @@ func (qp *QP) stopTimersLocked() {
 // (the caller has already completed the failing one with its own status).
 func (qp *QP) enterErrorLocked() {
 	qp.state = StateErr
+	qp.dropRespQueueLocked()
 	qp.stopTimersLocked()
 	qp.flushSendLocked()
 	qp.flushRecvLocked()

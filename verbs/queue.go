@@ -149,8 +149,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 		return &WRError{Index: 0, WRID: firstRecvID(wrs), Err: errf(ErrInvalid, "QP uses an SRQ; post to the SRQ")}
 	}
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	defer qp.flushLocked()
+	defer qp.unlockSend()
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := qp.checkRecvLocked(wr); err != nil {

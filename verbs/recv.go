@@ -16,10 +16,31 @@ import (
 
 func netipAddrPort(a netip.Addr) netip.AddrPort { return netip.AddrPortFrom(a, 0) }
 
-// receive is the link's handler.
+// rxChunk is how many packets of a batch receive sorts by QP at a time.
+const rxChunk = 64
+
+// rxItem is a parsed packet of a batch and the QP it is for.
+type rxItem struct {
+	qp  *QP
+	pkt wire.Packet
+	p   *link.Packet
+}
+
+// receive is the link's handler. It parses and dispatches a batch, then
+// takes each destination QP's lock once for all of that QP's packets, in
+// their order of arrival, and sends the ACKs they call for (one per QP) and
+// whatever else they produced after releasing it.
 func (d *Device) receive(batch []*link.Packet) {
-	var touchedBuf [16]*QP
-	touched := touchedBuf[:0]
+	for len(batch) > 0 {
+		n := min(len(batch), rxChunk)
+		d.receiveChunk(batch[:n])
+		batch = batch[n:]
+	}
+}
+
+func (d *Device) receiveChunk(batch []*link.Packet) {
+	var items [rxChunk]rxItem
+	n := 0
 	for _, p := range batch {
 		pkt, err := wire.Parse(p.Data())
 		if err != nil {
@@ -32,27 +53,23 @@ func (d *Device) receive(batch []*link.Packet) {
 			d.stats.RxUnknownQP.Add(1)
 			continue
 		}
+		items[n] = rxItem{qp, pkt, p}
+		n++
+	}
+	for i := range n {
+		qp := items[i].qp
+		if qp == nil {
+			continue // handled with an earlier packet of its QP
+		}
 		qp.mu.Lock()
-		qp.handleLocked(pkt, p)
-		if qp.resp.ackPending || len(qp.out) > 0 {
-			seen := false
-			for _, t := range touched {
-				if t == qp {
-					seen = true
-					break
-				}
-			}
-			if !seen {
-				touched = append(touched, qp)
+		for j := i; j < n; j++ {
+			if items[j].qp == qp {
+				qp.handleLocked(items[j].pkt, items[j].p)
+				items[j].qp = nil
 			}
 		}
-		qp.mu.Unlock()
-	}
-	for _, qp := range touched {
-		qp.mu.Lock()
 		qp.sendPendingAckLocked()
-		qp.flushLocked()
-		qp.mu.Unlock()
+		qp.unlockSend()
 	}
 }
 
@@ -119,6 +136,11 @@ type responder struct {
 
 	res    []rdRes // READs and atomics executed, newest at resIdx-1
 	resIdx int
+
+	// queue holds what waits behind a READ answer being generated
+	// (pace.go); pumpScheduled says the device's pacer has the QP.
+	queue         []respItem
+	pumpScheduled bool
 }
 
 // rdRes is a READ or atomic request the responder has executed, kept so a
@@ -369,7 +391,7 @@ func (qp *QP) rcWriteLocked(pkt wire.Packet) {
 }
 
 // rcReadLocked executes a new READ request: it checks access, remembers the
-// request for duplicates and sends the response stream.
+// request for duplicates and starts the answer (pace.go).
 func (qp *QP) rcReadLocked(pkt wire.Packet) {
 	r := &qp.resp
 	psn := pkt.BTH().PSN()
@@ -390,46 +412,7 @@ func (qp *QP) rcReadLocked(pkt wire.Packet) {
 	r.psn = psn.Add(npk)
 	qp.clearAckLocked(psn)
 	r.remember(rdRes{kind: resRead, psn: psn, npk: npk, rkey: reth.RKey(), va: reth.VA(), length: n})
-	if !qp.readResponseLocked(psn, reth.RKey(), reth.VA(), n) {
-		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
-	}
-}
-
-// readResponseLocked sends the response stream for n bytes at va (R_Key
-// rkey), its first packet at psn. It reports false, having sent nothing more,
-// if the memory cannot be read.
-func (qp *QP) readResponseLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int) bool {
-	npk := packetsFor(n, qp.mtu)
-	for i := 0; i < npk; i++ {
-		off := i * qp.mtu
-		m := min(n-off, qp.mtu)
-		var op wire.Opcode
-		switch {
-		case npk == 1:
-			op = wire.RCReadResponseOnly
-		case i == 0:
-			op = wire.RCReadResponseFirst
-		case i == npk-1:
-			op = wire.RCReadResponseLast
-		default:
-			op = wire.RCReadResponseMiddle
-		}
-		var h wire.Headers
-		h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn.Add(i)}
-		h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
-		p := link.Get()
-		hl, _ := wire.WriteHeaders(p.Buf, &h, m)
-		if m > 0 {
-			src, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va+uint64(off), m, mem.RemoteRead)
-			if err != nil {
-				link.Put(p)
-				return false
-			}
-			copy(p.Buf[hl:], src)
-		}
-		qp.finishPacketLocked(p, hl, m)
-	}
-	return true
+	qp.startReadAnswerLocked(psn, reth.RKey(), reth.VA(), n, false)
 }
 
 func (qp *QP) rcAtomicLocked(pkt wire.Packet) {
@@ -474,8 +457,8 @@ func (qp *QP) duplicateLocked(pkt wire.Packet) {
 	case info.Is(wire.FlagRead):
 		reth := pkt.RETH()
 		psn, n := pkt.BTH().PSN(), int(reth.DMALen())
-		if !qp.matchReadLocked(psn, reth.RKey(), reth.VA(), n) ||
-			!qp.readResponseLocked(psn, reth.RKey(), reth.VA(), n) {
+		if !qp.matchReadLocked(psn, reth.RKey(), reth.VA(), n) || !qp.readableLocked(reth.RKey(), reth.VA(), n) ||
+			!qp.startReadAnswerLocked(psn, reth.RKey(), reth.VA(), n, true) {
 			qp.dev.stats.RxDuplicateDropped.Add(1)
 		}
 	case info.Is(wire.FlagAtomic):
@@ -514,6 +497,15 @@ func (qp *QP) matchReadLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int) bo
 	return false
 }
 
+// readableLocked reports whether n bytes at va can be read with rkey.
+func (qp *QP) readableLocked(rkey wire.RKey, va uint64, n int) bool {
+	if n == 0 {
+		return true
+	}
+	_, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va, n, mem.RemoteRead)
+	return err == nil
+}
+
 // matchAtomicLocked returns the executed atomic that a duplicate atomic
 // request repeats (same PSN, opcode, R_Key and VA), or nil.
 func (qp *QP) matchAtomicLocked(pkt wire.Packet) *rdRes {
@@ -535,6 +527,7 @@ func (qp *QP) matchAtomicLocked(pkt wire.Packet) *rdRes {
 // event and moves the QP to the error state (IBTA class C/D responder errors).
 func (qp *QP) responderErrorLocked(psn wire.PSN, code wire.NAKCode, status Status, ev EventType) {
 	qp.resp.ackPending = false
+	qp.dropRespQueueLocked() // the NAK goes out now; answers in progress end
 	qp.sendAckLocked(wire.NAKSyndrome(code), psn)
 	if qp.resp.hasWQE && status != 0 {
 		qp.completeRecvLocked(&WC{Status: status, Opcode: WCRecv}, false)
@@ -577,6 +570,7 @@ func (qp *QP) sendAckLocked(syn wire.Syndrome, psn wire.PSN) {
 	p := link.Get()
 	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)
 	qp.finishPacketLocked(p, hl, 0)
+	qp.respOutLocked(p)
 }
 
 func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
@@ -587,17 +581,17 @@ func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
 	p := link.Get()
 	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)
 	qp.finishPacketLocked(p, hl, 0)
+	qp.respOutLocked(p)
 }
 
 // finishPacketLocked pads a packet whose headers and n payload bytes are in
-// place, addresses it to the connected peer and queues it.
+// place and addresses it to the connected peer.
 func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
 	end := hl + n + wire.PadFor(n)
 	clear(p.Buf[hl+n : end])
 	p.N = end + wire.ICRCLen
 	p.Src = netipAddrPort(qp.src)
 	p.Dst = qp.dst
-	qp.queueLocked(p)
 }
 
 // handleUCLocked is the UC responder: no ACKs; a PSN gap drops the rest of

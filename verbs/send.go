@@ -13,7 +13,6 @@ import (
 )
 
 const (
-	outBatch = 64 // packets per link.Send call
 	// maxUnacked is the PSN window: packets sent and not yet acknowledged
 	// (Linux rxe allows 128).
 	maxUnacked = 128
@@ -59,8 +58,7 @@ type requester struct {
 // which request failed; the ones before it were posted.
 func (qp *QP) PostSend(wrs []SendWR) error {
 	qp.mu.Lock()
-	defer qp.mu.Unlock()
-	defer qp.flushLocked()
+	defer qp.unlockSend()
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := qp.checkSendLocked(wr); err != nil {
@@ -439,24 +437,55 @@ func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
 // queueLocked adds a packet to the QP's outgoing batch.
 func (qp *QP) queueLocked(p *link.Packet) {
 	qp.out = append(qp.out, p)
-	if len(qp.out) >= outBatch {
+	if len(qp.out) >= maxOut {
 		qp.flushLocked()
 	}
 }
 
-// flushLocked hands the outgoing batch to the link.
+// maxOut bounds the packets one hold of the QP lock may build before they
+// are sent under it. The PSN window (maxUnacked) and the responder's READ
+// bursts (readBurst) keep a hold well below it; it is a backstop for memory.
+const maxOut = 4 * maxUnacked
+
+// unlockSend releases the QP lock and then sends the packets built under
+// it. txMu, taken before mu is released, keeps the QP's batches in the
+// order they were built, while the lock is free for the receive path and
+// other posters during the system call.
+func (qp *QP) unlockSend() {
+	if len(qp.out) == 0 {
+		qp.mu.Unlock()
+		return
+	}
+	qp.txMu.Lock()
+	qp.out, qp.txOut = qp.txOut[:0], qp.out
+	qp.mu.Unlock()
+	qp.sendBatch(qp.txOut)
+	clear(qp.txOut)
+	qp.txOut = qp.txOut[:0]
+	qp.txMu.Unlock()
+}
+
+// flushLocked sends the packets built so far without releasing the QP
+// lock (see maxOut).
 func (qp *QP) flushLocked() {
 	if len(qp.out) == 0 {
 		return
 	}
-	if err := qp.dev.link.Send(qp.out); err != nil {
+	qp.txMu.Lock()
+	qp.sendBatch(qp.out)
+	qp.txMu.Unlock()
+	clear(qp.out)
+	qp.out = qp.out[:0]
+}
+
+// sendBatch hands batch to the link and returns its packets to the pool.
+func (qp *QP) sendBatch(batch []*link.Packet) {
+	if err := qp.dev.link.Send(batch); err != nil {
 		qp.dev.log.Debug("link send", "qpn", qp.qpn, "err", err)
 	}
-	for i, p := range qp.out {
+	for _, p := range batch {
 		link.Put(p)
-		qp.out[i] = nil
 	}
-	qp.out = qp.out[:0]
 }
 
 // completeSendLocked marks w done with status s and retires every finished

@@ -1,0 +1,252 @@
+// The responder's output queue and the device's pacer: a READ answer is
+// generated a burst at a time, so one large READ cannot hold the link's
+// receive goroutine, or the QP lock, for the length of its whole answer.
+//
+// The responder answers requests in PSN order (IBTA 9.7.5.1.5), so while a
+// READ answer is being generated, everything else the responder sends on
+// that QP (ACKs, NAKs, atomic responses, later READ answers) waits behind it
+// in the QP's output queue. The first burst of an answer is generated where
+// the request is handled; the rest by the device's pacer goroutine, which
+// serves the QPs with pending output round robin, one burst each in turn,
+// and sends each burst after releasing the QP lock.
+
+package verbs
+
+import (
+	"sync"
+
+	"github.com/softrdma/softrdma/internal/mem"
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// readBurst is how many READ response packets are generated under one hold
+// of the QP lock.
+const readBurst = 32
+
+// maxRespQueue bounds a QP's output queue. A requester keeps at most its PSN
+// window of requests outstanding, and each asks for at most one entry, so
+// only a misbehaving one fills it; what does not fit is dropped (and, being
+// unanswered, asked for again by a well-behaved requester).
+const maxRespQueue = 2 * maxUnacked
+
+// readAnswer is a READ answer in progress: the responses from psn on, for
+// n bytes at va (R_Key rkey), next the i-th of npk.
+type readAnswer struct {
+	psn    wire.PSN // of the next response
+	rkey   wire.RKey
+	va     uint64 // of the next response's data
+	n      int    // bytes left
+	i, npk int
+	dup    bool // answering a duplicate request: a failure drops it silently
+}
+
+// respItem is one entry of a QP's output queue: a packet ready to send, or a
+// READ answer to generate.
+type respItem struct {
+	pkt *link.Packet
+	ans readAnswer
+}
+
+// respOutLocked sends a responder packet, or queues it behind the READ
+// answers still being generated.
+func (qp *QP) respOutLocked(p *link.Packet) {
+	r := &qp.resp
+	switch {
+	case len(r.queue) == 0:
+		qp.queueLocked(p)
+	case len(r.queue) < maxRespQueue:
+		r.queue = append(r.queue, respItem{pkt: p})
+	default:
+		link.Put(p)
+		qp.dev.stats.RxRespQueueFull.Add(1)
+	}
+}
+
+// startReadAnswerLocked answers a READ (or a duplicate of one) for n bytes
+// at va, its first response at psn: at once, up to a burst, if nothing else
+// is waiting, and the rest later (see pumpLocked). It reports false if the
+// queue is full and the answer was dropped.
+func (qp *QP) startReadAnswerLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int, dup bool) bool {
+	r := &qp.resp
+	if len(r.queue) >= maxRespQueue {
+		qp.dev.stats.RxRespQueueFull.Add(1)
+		return false
+	}
+	r.queue = append(r.queue, respItem{ans: readAnswer{psn: psn, rkey: rkey, va: va, n: n,
+		npk: packetsFor(n, qp.mtu), dup: dup}})
+	if len(r.queue) == 1 {
+		qp.pumpLocked()
+	}
+	return true
+}
+
+// pumpLocked generates up to one burst of the output queue, in order, and
+// hands the pacer the QP if anything is left. When the queue empties, a
+// coalesced ACK held back behind it goes out.
+func (qp *QP) pumpLocked() {
+	r := &qp.resp
+	budget := readBurst
+	done := 0
+	for done < len(r.queue) && budget > 0 {
+		it := &r.queue[done]
+		if it.pkt != nil {
+			qp.queueLocked(it.pkt)
+			it.pkt = nil
+			done++
+			continue
+		}
+		budget -= qp.readPacketsLocked(&it.ans, budget)
+		if qp.state == StateErr {
+			return // the queue was dropped with the QP's other state
+		}
+		if it.ans.i < it.ans.npk {
+			break
+		}
+		done++
+	}
+	n := copy(r.queue, r.queue[done:])
+	clear(r.queue[n:])
+	r.queue = r.queue[:n]
+	if len(r.queue) > 0 {
+		qp.schedulePumpLocked()
+		return
+	}
+	qp.sendPendingAckLocked()
+}
+
+// readPacketsLocked generates up to max responses of a and returns how many
+// it generated. Memory that can no longer be read (its MR deregistered
+// meanwhile) ends a duplicate's answer silently and is a remote access
+// error for a new request.
+func (qp *QP) readPacketsLocked(a *readAnswer, max int) int {
+	k := 0
+	for ; k < max && a.i < a.npk; k++ {
+		m := min(a.n, qp.mtu)
+		var op wire.Opcode
+		switch {
+		case a.npk == 1:
+			op = wire.RCReadResponseOnly
+		case a.i == 0:
+			op = wire.RCReadResponseFirst
+		case a.i == a.npk-1:
+			op = wire.RCReadResponseLast
+		default:
+			op = wire.RCReadResponseMiddle
+		}
+		var h wire.Headers
+		h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: a.psn}
+		h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
+		p := link.Get()
+		hl, _ := wire.WriteHeaders(p.Buf, &h, m)
+		if m > 0 {
+			src, err := qp.dev.mrs.Remote(a.rkey, qp.pd.id, a.va, m, mem.RemoteRead)
+			if err != nil {
+				link.Put(p)
+				if a.dup {
+					qp.dev.stats.RxDuplicateDropped.Add(1)
+					a.i = a.npk
+					return k
+				}
+				qp.responderErrorLocked(a.psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
+				return k
+			}
+			copy(p.Buf[hl:], src)
+		}
+		qp.finishPacketLocked(p, hl, m)
+		qp.queueLocked(p)
+		a.psn, a.va, a.n, a.i = a.psn.Add(1), a.va+uint64(m), a.n-m, a.i+1
+	}
+	return k
+}
+
+// dropRespQueueLocked discards the output queue (the QP is leaving the
+// states in which it answers).
+func (qp *QP) dropRespQueueLocked() {
+	for _, it := range qp.resp.queue {
+		if it.pkt != nil {
+			link.Put(it.pkt)
+		}
+	}
+	clear(qp.resp.queue)
+	qp.resp.queue = qp.resp.queue[:0]
+}
+
+// schedulePumpLocked hands the QP to the device's pacer, once.
+func (qp *QP) schedulePumpLocked() {
+	if qp.resp.pumpScheduled {
+		return
+	}
+	qp.resp.pumpScheduled = true
+	qp.dev.pacer.add(qp)
+}
+
+// pacer is a device's goroutine that generates the rest of READ answers,
+// one burst per QP in turn.
+type pacer struct {
+	mu     sync.Mutex
+	run    []*QP // QPs with output left, in turn order
+	wake   chan struct{}
+	done   chan struct{}
+	exited chan struct{}
+}
+
+func (p *pacer) start() {
+	p.wake = make(chan struct{}, 1)
+	p.done = make(chan struct{})
+	p.exited = make(chan struct{})
+	go p.loop()
+}
+
+// stop ends the goroutine and waits for it.
+func (p *pacer) stop() {
+	close(p.done)
+	<-p.exited
+}
+
+func (p *pacer) add(qp *QP) {
+	p.mu.Lock()
+	p.run = append(p.run, qp)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pacer) next() *QP {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.run) == 0 {
+		return nil
+	}
+	qp := p.run[0]
+	n := copy(p.run, p.run[1:])
+	p.run[n] = nil
+	p.run = p.run[:n]
+	return qp
+}
+
+func (p *pacer) loop() {
+	defer close(p.exited)
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.wake:
+		}
+		for qp := p.next(); qp != nil; qp = p.next() {
+			qp.mu.Lock()
+			qp.resp.pumpScheduled = false
+			if !qp.dead && len(qp.resp.queue) > 0 {
+				qp.pumpLocked()
+			}
+			qp.unlockSend()
+			select {
+			case <-p.done:
+				return
+			default:
+			}
+		}
+	}
+}
