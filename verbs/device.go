@@ -166,7 +166,7 @@ type Device struct {
 	nMR     int
 	nQP     int
 
-	qpTable atomic.Pointer[map[wire.QPN]*QP] // copy-on-write view for the data path
+	qpTable qpTable // the receive path's view of qps
 
 	events chan AsyncEvent
 	stats  DeviceStats
@@ -247,8 +247,6 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 		events: make(chan AsyncEvent, 256),
 	}
 	// A GUID in the style of an EUI-64 with the locally administered bit.
-	empty := map[wire.QPN]*QP{}
-	d.qpTable.Store(&empty)
 	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56
 	for _, a := range addrs {
 		d.gids = append(d.gids, GIDFromAddr(a))
@@ -395,12 +393,4 @@ func (d *Device) linkState(up bool) {
 func (d *Device) Stats() *DeviceStats { return &d.stats }
 
 // lookupQP returns the QP for a destination QPN on the data path.
-func (d *Device) lookupQP(n wire.QPN) *QP { return (*d.qpTable.Load())[n] }
-
-func (d *Device) publishQPsLocked() {
-	m := make(map[wire.QPN]*QP, len(d.qps))
-	for k, v := range d.qps {
-		m[k] = v
-	}
-	d.qpTable.Store(&m)
-}
+func (d *Device) lookupQP(n wire.QPN) *QP { return d.qpTable.get(n) }

@@ -229,7 +229,7 @@ func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 	}
 	d.qps[qp.qpn] = qp
 	d.nQP++
-	d.publishQPsLocked()
+	d.qpTable.set(qp)
 	return qp, nil
 }
 
@@ -272,7 +272,7 @@ func (qp *QP) Destroy() error {
 	d.mu.Lock()
 	delete(d.qps, qp.qpn)
 	d.nQP--
-	d.publishQPsLocked()
+	d.qpTable.del(qp.qpn)
 	d.mu.Unlock()
 	qp.releaseRefs()
 	return nil
