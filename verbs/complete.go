@@ -12,10 +12,6 @@ import (
 	"github.com/softrdma/softrdma/wire"
 )
 
-func isRdAtomic(op WROpcode) bool {
-	return op == WRRDMARead || op == WRAtomicCmpAndSwp || op == WRAtomicFetchAndAdd
-}
-
 // handleResponseLocked processes a response packet at the requester.
 func (qp *QP) handleResponseLocked(pkt wire.Packet) {
 	if qp.typ != RC || qp.state == StateErr {
@@ -180,8 +176,8 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) {
 		if psn.Before(w.firstPSN) {
 			break
 		}
-		if isRdAtomic(w.op) {
-			if psn.After(w.lastPSN) || (w.op != WRRDMARead && !psn.Before(w.firstPSN)) {
+		if w.info.rdAtomic() {
+			if psn.After(w.lastPSN) || (w.info.class == classAtomic && !psn.Before(w.firstPSN)) {
 				qp.responseLostLocked(w)
 			}
 			break
@@ -208,7 +204,7 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) {
 // The request is sent again alone, once until the next timeout; a READ whose
 // responses have begun to arrive finds its own gaps (handleReadResponseLocked).
 func (qp *QP) responseLostLocked(w *swqe) {
-	if w.state != wqeSent || w.reasked || (w.op == WRRDMARead && (w.readPkts > 0 || w.readSeen != 0)) {
+	if w.state != wqeSent || w.reasked || (w.info.class == classRead && (w.readPkts > 0 || w.readSeen != 0)) {
 		return
 	}
 	qp.dev.stats.RxOutOfSeq.Add(1)
@@ -235,7 +231,7 @@ func (qp *QP) ackedTo(p wire.PSN) {
 		if w.state == wqePosted || !p.After(w.firstPSN) {
 			break
 		}
-		if w.state != wqeDone && isRdAtomic(w.op) {
+		if w.state != wqeDone && w.info.rdAtomic() {
 			if lim := w.firstPSN.Add(w.readPkts); p.After(lim) {
 				p = lim
 			}
@@ -254,7 +250,7 @@ func (qp *QP) ackedTo(p wire.PSN) {
 
 func (qp *QP) handleAtomicAckLocked(psn wire.PSN, orig uint64) {
 	w := qp.wqeForPSNLocked(psn)
-	if w == nil || (w.op != WRAtomicCmpAndSwp && w.op != WRAtomicFetchAndAdd) || w.state != wqeSent {
+	if w == nil || w.info.class != classAtomic || w.state != wqeSent {
 		qp.dev.stats.RxDuplicate.Add(1)
 		return
 	}
@@ -288,7 +284,7 @@ func (qp *QP) handleReadResponseLocked(pkt wire.Packet) {
 	psn := pkt.BTH().PSN()
 	info := pkt.Info()
 	w := qp.wqeForPSNLocked(psn)
-	if w == nil || w.op != WRRDMARead || (w.state != wqeSent && w.state != wqeSending) {
+	if w == nil || w.info.class != classRead || (w.state != wqeSent && w.state != wqeSending) {
 		qp.dev.stats.RxDuplicate.Add(1)
 		return
 	}
@@ -422,7 +418,7 @@ func (qp *QP) rewindLocked(psn wire.PSN) {
 				qp.req.psn = w.firstPSN
 			}
 			w.state = wqeSending
-			if !isRdAtomic(w.op) {
+			if !w.info.rdAtomic() {
 				w.sent = int(qp.req.psn.Diff(w.firstPSN)) * qp.mtu
 			}
 			w.readEnd, w.reasked = w.readPkts, false

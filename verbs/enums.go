@@ -117,13 +117,9 @@ const (
 	WRAtomicFetchAndAdd WROpcode = 6
 )
 
-var wrNames = map[WROpcode]string{WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM",
-	WRSend: "SEND", WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ",
-	WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP", WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD"}
-
 func (o WROpcode) String() string {
-	if s, ok := wrNames[o]; ok {
-		return s
+	if i := wrInfoOf(o); i != nil {
+		return i.name
 	}
 	return fmt.Sprintf("WROpcode(%d)", int(o))
 }

@@ -1028,7 +1028,7 @@ func runPipeline(t *testing.T, faults loop.Faults, seed uint64) loop.FaultStats 
 		t.Fatal(err)
 	}
 	for i, wc := range waitWC(t, p.ca, nwr, mxWait) {
-		if wc.WRID != uint64(i) || wc.Status != Success || wc.Opcode != wcOpcodeOf(wrs[i].Opcode) {
+		if wc.WRID != uint64(i) || wc.Status != Success || wc.Opcode != wrInfoOf(wrs[i].Opcode).wc {
 			t.Fatalf("completion %d: %+v", i, wc)
 		}
 	}

@@ -52,6 +52,7 @@ const (
 type swqe struct {
 	id       uint64
 	op       WROpcode
+	info     *wrInfo // wrTable's entry for op
 	flags    SendFlags
 	sgl      []mem.SGE // capacity max_send_sge
 	inline   []byte    // capacity max_inline_data

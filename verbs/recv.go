@@ -85,14 +85,7 @@ func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
 		d.stats.RxBadState.Add(1)
 		return
 	}
-	want := wire.TransportRC
-	switch qp.typ {
-	case UC:
-		want = wire.TransportUC
-	case UD:
-		want = wire.TransportUD
-	}
-	if pkt.Opcode().Transport() != want {
+	if pkt.Opcode().Transport() != transportOf(qp.typ) {
 		d.stats.RxBadTransport.Add(1)
 		return
 	}

@@ -93,21 +93,14 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 		return errf(ErrInvalid, "%d SGEs, QP allows %d", len(wr.SGL), qp.attr.Cap.MaxSendSGE)
 	}
 	n := sglLen(wr.SGL)
-	switch qp.typ {
-	case RC:
-		if _, ok := wrNames[wr.Opcode]; !ok {
-			return errf(ErrInvalid, "opcode %v", wr.Opcode)
-		}
-	case UC:
-		switch wr.Opcode {
-		case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
-		default:
-			return errf(ErrInvalid, "opcode %v on a UC QP", wr.Opcode)
-		}
-	case UD:
-		if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
-			return errf(ErrInvalid, "opcode %v on a UD QP", wr.Opcode)
-		}
+	info := wrInfoOf(wr.Opcode)
+	if info == nil {
+		return errf(ErrInvalid, "opcode %v", wr.Opcode)
+	}
+	if !info.types.has(qp.typ) {
+		return errf(ErrInvalid, "opcode %v on a %v QP", wr.Opcode, qp.typ)
+	}
+	if qp.typ == UD {
 		if wr.AH == nil || wr.AH.dead.Load() {
 			return errf(ErrInvalid, "UD send without a valid address handle")
 		}
@@ -122,14 +115,14 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 		if int(n) > qp.attr.Cap.MaxInlineData {
 			return errf(ErrInvalid, "%d inline bytes, QP allows %d", n, qp.attr.Cap.MaxInlineData)
 		}
-		if wr.Opcode == WRRDMARead || wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+		if info.rdAtomic() {
 			return errf(ErrInvalid, "inline %v", wr.Opcode)
 		}
 	}
 	if n > MaxMsgSize {
 		return errf(ErrInvalid, "message of %d bytes", n)
 	}
-	if wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+	if info.class == classAtomic {
 		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
 			return errf(ErrInvalid, "atomic needs one 8-byte SGE")
 		}
@@ -140,7 +133,7 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 func (qp *QP) enqueueLocked(wr *SendWR) error {
 	w := qp.sq.at(qp.sq.tail)
 	*w = swqe{sgl: w.sgl[:0], inline: w.inline[:0]}
-	w.id, w.op, w.flags, w.imm = wr.ID, wr.Opcode, wr.Flags, wr.Imm
+	w.id, w.op, w.info, w.flags, w.imm = wr.ID, wr.Opcode, wrInfoOf(wr.Opcode), wr.Flags, wr.Imm
 	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wire.RKey(wr.RKey), wr.CompareAdd, wr.Swap
 	w.signaled = qp.sqSigAll || wr.Flags&SendSignaled != 0
 	w.length = int(sglLen(wr.SGL))
@@ -207,11 +200,10 @@ func (qp *QP) progressLocked() {
 // startLocked decides whether w may start now and assigns its PSNs.
 func (qp *QP) startLocked(w *swqe) bool {
 	if qp.typ == RC {
-		isRdAtomic := w.op == WRRDMARead || w.op == WRAtomicCmpAndSwp || w.op == WRAtomicFetchAndAdd
 		if w.flags&SendFence != 0 && qp.req.rdAtomic > 0 {
 			return false
 		}
-		if isRdAtomic {
+		if w.info.rdAtomic() {
 			if qp.req.rdAtomic >= max(qp.attr.MaxRdAtomic, 1) {
 				return false
 			}
@@ -225,14 +217,8 @@ func (qp *QP) startLocked(w *swqe) bool {
 		return true // nothing left to send: sendPacketsLocked passes over it
 	}
 	w.npkts = 1
-	switch w.op {
-	case WRRDMARead:
+	if w.info.class == classRead || w.info.multiPacket() && qp.typ != UD {
 		w.npkts = packetsFor(w.length, qp.mtu)
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-	default:
-		if qp.typ != UD {
-			w.npkts = packetsFor(w.length, qp.mtu)
-		}
 	}
 	// Every request before w has been sent or has completed
 	// (progressLocked reached w), but a rewind leaves psn after the last
@@ -261,8 +247,7 @@ func (qp *QP) startLocked(w *swqe) bool {
 // sendPacketsLocked emits w's remaining packets within the window. It
 // reports true when every packet of w has been sent.
 func (qp *QP) sendPacketsLocked(w *swqe) bool {
-	switch w.op {
-	case WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	if w.info.rdAtomic() {
 		if w.state != wqeSending {
 			return true
 		}
@@ -310,13 +295,13 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 	var h wire.Headers
 	first := off == 0
 	last := off+n >= w.length
-	op := requestOpcode(qp.typ, w.op, first, last)
+	op := w.info.requestOpcode(qp.typ, first, last)
 	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
 	dst, src := qp.dst, qp.src
-	switch w.op {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
+	switch w.info.class {
+	case classWrite:
 		h.RETH = wire.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
-	case WRRDMARead:
+	case classRead:
 		done := w.readPkts * qp.mtu
 		n := w.length - done
 		if w.readPkts > 0 || w.readSeen != 0 {
@@ -341,10 +326,11 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 			w.readEnd, w.readEndSeen = w.reaskEnd, false
 		}
 		h.RETH = wire.RETHFields{VA: w.raddr + uint64(done), RKey: w.rkey, DMALen: uint32(n)}
-	case WRAtomicCmpAndSwp:
-		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swap, Compare: w.cmpAdd}
-	case WRAtomicFetchAndAdd:
+	case classAtomic:
 		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.cmpAdd}
+		if w.op == WRAtomicCmpAndSwp {
+			h.Atomic.SwapAdd, h.Atomic.Compare = w.swap, w.cmpAdd
+		}
 	}
 	h.Imm = w.imm
 	if qp.typ == UD {
@@ -352,12 +338,12 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 		h.DETH = wire.DETHFields{QKey: w.qkey, SrcQP: qp.qpn}
 		dst, src = w.dst, w.src
 	}
-	if last && w.flags&SendSolicited != 0 && (w.op == WRSend || w.op == WRSendWithImm || w.op == WRRDMAWriteWithImm) {
+	if last && w.flags&SendSolicited != 0 && w.info.solicitable() {
 		h.BTH.Solicited = true
 	}
 	if qp.typ == RC {
 		qp.req.noAckPkts++
-		if last || qp.req.noAckPkts >= ackEvery || w.op == WRRDMARead {
+		if last || qp.req.noAckPkts >= ackEvery || w.info.class == classRead {
 			h.BTH.AckReq = true
 			qp.req.noAckPkts = 0
 		}
@@ -393,45 +379,6 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 		qp.armRetryLocked()
 	}
 	return true
-}
-
-func requestOpcode(t QPType, op WROpcode, first, last bool) wire.Opcode {
-	base := wire.TransportRC
-	switch t {
-	case UC:
-		base = wire.TransportUC
-	case UD:
-		base = wire.TransportUD
-	}
-	var o wire.Opcode
-	switch op {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
-		// SEND and WRITE opcodes share one layout: FIRST, MIDDLE, LAST,
-		// LAST_IMM, ONLY, ONLY_IMM from their family's base.
-		o = wire.OpSendFirst
-		if op == WRRDMAWrite || op == WRRDMAWriteWithImm {
-			o = wire.OpWriteFirst
-		}
-		imm := op == WRSendWithImm || op == WRRDMAWriteWithImm
-		switch {
-		case first && last:
-			o += wire.OpSendOnly - wire.OpSendFirst
-		case last:
-			o += wire.OpSendLast - wire.OpSendFirst
-		case !first:
-			o += wire.OpSendMiddle - wire.OpSendFirst
-		}
-		if imm && last {
-			o++
-		}
-	case WRRDMARead:
-		o = wire.OpReadRequest
-	case WRAtomicCmpAndSwp:
-		o = wire.OpCompareSwap
-	case WRAtomicFetchAndAdd:
-		o = wire.OpFetchAdd
-	}
-	return base | o
 }
 
 // queueLocked adds a packet to the QP's outgoing batch.
@@ -496,7 +443,7 @@ func (qp *QP) completeSendLocked(w *swqe, s Status) {
 	}
 	w.state = wqeDone
 	w.status = s
-	if qp.typ == RC && (w.op == WRRDMARead || w.op == WRAtomicCmpAndSwp || w.op == WRAtomicFetchAndAdd) && qp.req.rdAtomic > 0 {
+	if qp.typ == RC && w.info.rdAtomic() && qp.req.rdAtomic > 0 {
 		qp.req.rdAtomic--
 	}
 	qp.retireLocked()
@@ -509,12 +456,12 @@ func (qp *QP) retireLocked() {
 			break
 		}
 		emit := w.signaled || w.status != Success
-		wc := WC{WRID: w.id, Status: w.status, Opcode: wcOpcodeOf(w.op), QPNum: uint32(qp.qpn)}
+		wc := WC{WRID: w.id, Status: w.status, Opcode: w.info.wc, QPNum: uint32(qp.qpn)}
 		if w.status == Success {
-			switch w.op {
-			case WRRDMARead:
+			switch w.info.class {
+			case classRead:
 				wc.ByteLen = uint32(w.length)
-			case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+			case classAtomic:
 				wc.ByteLen = 8
 			}
 		}
@@ -530,20 +477,6 @@ func (qp *QP) retireLocked() {
 		}
 	}
 	qp.checkDrainedLocked()
-}
-
-func wcOpcodeOf(op WROpcode) WCOpcode {
-	switch op {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
-		return WCRDMAWrite
-	case WRRDMARead:
-		return WCRDMARead
-	case WRAtomicCmpAndSwp:
-		return WCCompSwap
-	case WRAtomicFetchAndAdd:
-		return WCFetchAdd
-	}
-	return WCSend
 }
 
 // failSendLocked completes w with an error and moves the QP to ERR, which

@@ -344,7 +344,7 @@ func TestStatusRemInvReqErr(t *testing.T) {
 				w := p.tap()
 				post(t, p.qa, SendWR{ID: 1, Opcode: op, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 8)},
 					RemoteAddr: mb.Addr() + 4, RKey: mb.RKey()})
-				checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, RemInvReqErr, wcOpcodeOf(op))
+				checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, RemInvReqErr, wrInfoOf(op).wc)
 				expectState(t, p.qa, StateErr)
 				expectState(t, p.qb, StateErr)
 				first, last := w.requestPSNs(t, p.da)
