@@ -15,7 +15,6 @@ package verbs
 import (
 	"sync"
 
-	"github.com/softrdma/softrdma/internal/mem"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
 )
@@ -140,8 +139,8 @@ func (qp *QP) readPacketsLocked(a *readAnswer, max int) int {
 		p := link.Get()
 		hl, _ := wire.WriteHeaders(p.Buf, &h, m)
 		if m > 0 {
-			src, err := qp.dev.mrs.Remote(a.rkey, qp.pd.id, a.va, m, mem.RemoteRead)
-			if err != nil {
+			src, ok := qp.remoteLocked(a.rkey, a.va, m, AccessRemoteRead)
+			if !ok {
 				link.Put(p)
 				if a.dup {
 					qp.dev.stats.RxDuplicateDropped.Add(1)

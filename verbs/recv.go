@@ -250,10 +250,22 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 		return
 	}
 	switch {
-	case info.Is(wire.FlagSend):
-		qp.rcSendLocked(pkt)
-	case info.Is(wire.FlagWrite):
-		qp.rcWriteLocked(pkt)
+	case info.Is(wire.FlagSend) || info.Is(wire.FlagWrite):
+		e := qp.placeLocked(pkt)
+		switch {
+		case e == placeOK:
+			if info.Is(wire.FlagComplete) {
+				r.msn = r.msn.Add(1)
+			}
+			if bth.AckReq() {
+				qp.ackLaterLocked(psn)
+			}
+		case e == placeRNR:
+			qp.sendRNRLocked(psn)
+		default:
+			f := placeFailures[e]
+			qp.responderErrorLocked(psn, f.nak, f.status, f.ev)
+		}
 	case info.Is(wire.FlagRead):
 		qp.rcReadLocked(pkt)
 	case info.Is(wire.FlagAtomic):
@@ -285,102 +297,113 @@ func (qp *QP) checkPayloadLen(info *wire.OpInfo, n int) bool {
 	return n <= qp.mtu
 }
 
-func (qp *QP) rcSendLocked(pkt wire.Packet) {
-	r := &qp.resp
-	info := pkt.Info()
-	bth := pkt.BTH()
-	psn := bth.PSN()
-	payload := pkt.Payload()
-	if info.Is(wire.FlagInv) {
-		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
-		return
-	}
-	if info.Is(wire.FlagStart) {
-		if !qp.takeRecvLocked() {
-			qp.sendRNRLocked(psn)
-			return
-		}
-		r.off = 0
-	}
-	if r.off+len(payload) > r.wqe.length {
-		// IBTA: a message longer than the receive buffer is a local length
-		// error for the responder and an invalid request for the requester.
-		// (Linux rxe 6.1 answers with a remote operational error instead.)
-		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocLenErr, EventQPReqErr)
-		return
-	}
-	if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
-		qp.responderErrorLocked(psn, wire.NAKRemoteOp, LocProtErr, EventQPAccessErr)
-		return
-	}
-	r.off += len(payload)
-	r.psn = psn.Add(1)
-	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), true
-	if info.Is(wire.FlagComplete) {
-		r.msn = r.msn.Add(1)
-		wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(r.off), SrcQP: qp.attr.DestQPN}
-		if imm, ok := pkt.Imm(); ok {
-			wc.Imm, wc.Flags = imm, WCWithImm
-		}
-		qp.completeRecvLocked(&wc, bth.Solicited())
-	}
-	if bth.AckReq() {
-		qp.ackLaterLocked(psn)
-	}
+// placeErr says why a SEND or WRITE packet could not be placed. RC and UC
+// place packets alike and differ in what they do about a failure: RC NAKs
+// (placeFailures), UC drops the message or fails the QP.
+type placeErr uint8
+
+const (
+	placeOK      placeErr = iota
+	placeRNR              // no receive WQE for a SEND or WRITE with immediate
+	placeInvalid          // opcode or length not as the message needs
+	placeLength           // a SEND longer than its receive WQE
+	placeProt             // the receive WQE's memory refused the data
+	placeAccess           // the QP's access flags or the R_Key refused a WRITE
+)
+
+// placeFailures is RC's answer to each failure: the NAK, the status of the
+// receive WQE in progress (if any) and the async event (IBTA 9.7.5.2.x).
+// UC fails the QP, without a NAK, for those with ucFatal; it drops the
+// message for the others.
+var placeFailures = [...]struct {
+	nak     wire.NAKCode
+	status  Status
+	ev      EventType
+	ucFatal bool
+}{
+	placeInvalid: {wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr, false},
+	// IBTA: a local length error for the responder, an invalid request for
+	// the requester (Linux rxe 6.1 answers a remote operational error).
+	placeLength: {wire.NAKInvalidReq, LocLenErr, EventQPReqErr, true},
+	placeProt:   {wire.NAKRemoteOp, LocProtErr, EventQPAccessErr, true},
+	placeAccess: {wire.NAKRemoteAccess, 0, EventQPAccessErr, false},
 }
 
-func (qp *QP) rcWriteLocked(pkt wire.Packet) {
+// placeLocked places a SEND or WRITE packet that is next in sequence, its
+// opcode sequence and length already checked: the data into the receive
+// WQE's buffers or the WRITE's memory, the message's progress, and the
+// receive completion when the message ends (with immediate data, for a
+// SEND or WRITE_WITH_IMM). On a failure the expected PSN does not move.
+func (qp *QP) placeLocked(pkt wire.Packet) placeErr {
 	r := &qp.resp
 	info := pkt.Info()
-	bth := pkt.BTH()
-	psn := bth.PSN()
 	payload := pkt.Payload()
-	if info.Is(wire.FlagStart) {
-		reth := pkt.RETH()
-		if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
-			qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
-			return
-		}
-		if int(reth.DMALen()) > 0 || len(payload) > 0 {
-			if _, err := qp.dev.mrs.Remote(reth.RKey(), qp.pd.id, reth.VA(), int(reth.DMALen()), mem.RemoteWrite); err != nil {
-				qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
-				return
-			}
-		}
-		r.wva, r.wkey, r.wlen, r.off = reth.VA(), reth.RKey(), int(reth.DMALen()), 0
-	}
-	if r.off+len(payload) > r.wlen || (info.Is(wire.FlagComplete) && r.off+len(payload) != r.wlen) {
-		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
-		return
-	}
 	_, hasImm := pkt.Imm()
-	if hasImm && !r.hasWQE && !qp.takeRecvLocked() {
-		qp.sendRNRLocked(psn)
-		return
-	}
-	if len(payload) > 0 {
-		dst, err := qp.dev.mrs.Remote(r.wkey, qp.pd.id, r.wva+uint64(r.off), len(payload), mem.RemoteWrite)
-		if err != nil {
-			qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
-			return
+	if info.Is(wire.FlagSend) {
+		if info.Is(wire.FlagInv) {
+			return placeInvalid // SEND_WITH_INV: no memory windows or invalidation yet
+		}
+		if info.Is(wire.FlagStart) {
+			if !r.hasWQE && !qp.takeRecvLocked() {
+				return placeRNR
+			}
+			r.off = 0
+		}
+		if r.off+len(payload) > r.wqe.length {
+			return placeLength
+		}
+		if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
+			return placeProt
+		}
+	} else {
+		if info.Is(wire.FlagStart) {
+			reth := pkt.RETH()
+			if _, ok := qp.remoteLocked(reth.RKey(), reth.VA(), int(reth.DMALen()), AccessRemoteWrite); !ok {
+				return placeAccess
+			}
+			r.wva, r.wkey, r.wlen, r.off = reth.VA(), reth.RKey(), int(reth.DMALen()), 0
+		}
+		if r.off+len(payload) > r.wlen || (info.Is(wire.FlagComplete) && r.off+len(payload) != r.wlen) {
+			return placeInvalid
+		}
+		if hasImm && !r.hasWQE && !qp.takeRecvLocked() {
+			return placeRNR
+		}
+		dst, ok := qp.remoteLocked(r.wkey, r.wva+uint64(r.off), len(payload), AccessRemoteWrite)
+		if !ok {
+			return placeAccess
 		}
 		copy(dst, payload)
 	}
 	r.off += len(payload)
-	r.psn = psn.Add(1)
-	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), false
+	r.psn = pkt.BTH().PSN().Add(1)
+	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), info.Is(wire.FlagSend)
 	if info.Is(wire.FlagComplete) {
-		r.msn = r.msn.Add(1)
+		wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(r.off), SrcQP: qp.attr.DestQPN}
+		if !r.inSend {
+			wc.Opcode, wc.ByteLen = WCRecvRDMAWithImm, uint32(r.wlen)
+		}
 		if imm, ok := pkt.Imm(); ok {
-			wc := WC{Status: Success, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.wlen),
-				SrcQP: qp.attr.DestQPN, Imm: imm, Flags: WCWithImm}
-			qp.completeRecvLocked(&wc, bth.Solicited())
+			wc.Imm, wc.Flags = imm, WCWithImm
+		}
+		if r.inSend || hasImm {
+			qp.completeRecvLocked(&wc, pkt.BTH().Solicited())
 		}
 		r.off = 0
 	}
-	if bth.AckReq() {
-		qp.ackLaterLocked(psn)
+	return placeOK
+}
+
+// remoteLocked checks that the QP's access flags allow acc and that the
+// R_Key gives acc on n bytes at va, and returns those bytes: the one check
+// every request naming remote memory goes through (IBTA 9.7.5.1.3; rxe's
+// check_rkey). n of 0 needs only the access flag.
+func (qp *QP) remoteLocked(rkey wire.RKey, va uint64, n int, acc Access) ([]byte, bool) {
+	if qp.attr.AccessFlags&acc == 0 {
+		return nil, false
 	}
+	b, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va, n, acc)
+	return b, err == nil
 }
 
 // rcReadLocked executes a new READ request: it checks access, remembers the
@@ -390,15 +413,9 @@ func (qp *QP) rcReadLocked(pkt wire.Packet) {
 	psn := pkt.BTH().PSN()
 	reth := pkt.RETH()
 	n := int(reth.DMALen())
-	if qp.attr.AccessFlags&AccessRemoteRead == 0 {
+	if _, ok := qp.remoteLocked(reth.RKey(), reth.VA(), n, AccessRemoteRead); !ok {
 		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
 		return
-	}
-	if n > 0 {
-		if _, err := qp.dev.mrs.Remote(reth.RKey(), qp.pd.id, reth.VA(), n, mem.RemoteRead); err != nil {
-			qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
-			return
-		}
 	}
 	npk := packetsFor(n, qp.mtu)
 	r.msn = r.msn.Add(1)
@@ -412,7 +429,7 @@ func (qp *QP) rcAtomicLocked(pkt wire.Packet) {
 	r := &qp.resp
 	psn := pkt.BTH().PSN()
 	ae := pkt.AtomicETH()
-	if qp.attr.AccessFlags&AccessRemoteAtomic == 0 {
+	if _, ok := qp.remoteLocked(ae.RKey(), ae.VA(), 0, AccessRemoteAtomic); !ok {
 		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
 		return
 	}
@@ -420,8 +437,8 @@ func (qp *QP) rcAtomicLocked(pkt wire.Packet) {
 		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
 		return
 	}
-	b, err := qp.dev.mrs.Remote(ae.RKey(), qp.pd.id, ae.VA(), 8, mem.RemoteAtomic)
-	if err != nil {
+	b, ok := qp.remoteLocked(ae.RKey(), ae.VA(), 8, AccessRemoteAtomic)
+	if !ok {
 		qp.responderErrorLocked(psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
 		return
 	}
@@ -492,11 +509,8 @@ func (qp *QP) matchReadLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int) bo
 
 // readableLocked reports whether n bytes at va can be read with rkey.
 func (qp *QP) readableLocked(rkey wire.RKey, va uint64, n int) bool {
-	if n == 0 {
-		return true
-	}
-	_, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va, n, mem.RemoteRead)
-	return err == nil
+	_, ok := qp.remoteLocked(rkey, va, n, AccessRemoteRead)
+	return ok
 }
 
 // matchAtomicLocked returns the executed atomic that a duplicate atomic
@@ -515,13 +529,19 @@ func (qp *QP) matchAtomicLocked(pkt wire.Packet) *rdRes {
 	return nil
 }
 
-// responderErrorLocked NAKs psn with code, completes the receive WQE in
-// progress with status (if any and if status is non-zero), raises the async
-// event and moves the QP to the error state (IBTA class C/D responder errors).
+// responderErrorLocked NAKs psn with code and fails the QP
+// (responderFailLocked): an RC responder's class C and D errors.
 func (qp *QP) responderErrorLocked(psn wire.PSN, code wire.NAKCode, status Status, ev EventType) {
 	qp.resp.ackPending = false
 	qp.dropRespQueueLocked() // the NAK goes out now; answers in progress end
 	qp.sendAckLocked(wire.NAKSyndrome(code), psn)
+	qp.responderFailLocked(status, ev)
+}
+
+// responderFailLocked completes the receive WQE in progress with status (if
+// any and if status is non-zero), raises the async event and moves the QP
+// to the error state.
+func (qp *QP) responderFailLocked(status Status, ev EventType) {
 	if qp.resp.hasWQE && status != 0 {
 		qp.completeRecvLocked(&WC{Status: status, Opcode: WCRecv}, false)
 	}
@@ -612,73 +632,15 @@ func (qp *QP) handleUCLocked(pkt wire.Packet) {
 		r.dropMsg = !info.Is(wire.FlagComplete)
 		return
 	}
-	payload := pkt.Payload()
-	bth := pkt.BTH()
-	if info.Is(wire.FlagSend) {
-		if info.Is(wire.FlagStart) && !r.hasWQE && !qp.takeRecvLocked() {
-			r.psn = psn.Add(1)
-			r.dropMsg = !info.Is(wire.FlagComplete)
-			return
-		}
-		if info.Is(wire.FlagStart) {
-			r.off = 0
-		}
-		if r.off+len(payload) > r.wqe.length {
-			qp.completeRecvLocked(&WC{Status: LocLenErr, Opcode: WCRecv}, false)
-			qp.dev.postEvent(AsyncEvent{Type: EventQPReqErr, QP: qp})
-			qp.enterErrorLocked()
-			return
-		}
-		if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
-			qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
-			qp.dev.postEvent(AsyncEvent{Type: EventQPAccessErr, QP: qp})
-			qp.enterErrorLocked()
-			return
-		}
-		r.off += len(payload)
-		r.psn = psn.Add(1)
-		r.inMsg, r.inSend = !info.Is(wire.FlagComplete), true
-		if info.Is(wire.FlagComplete) {
-			wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(r.off), SrcQP: qp.attr.DestQPN}
-			if imm, ok := pkt.Imm(); ok {
-				wc.Imm, wc.Flags = imm, WCWithImm
-			}
-			qp.completeRecvLocked(&wc, bth.Solicited())
-		}
-		return
-	}
-	// WRITE: an access error drops the message silently (no one to NAK).
-	if info.Is(wire.FlagStart) {
-		reth := pkt.RETH()
-		r.wva, r.wkey, r.wlen, r.off = reth.VA(), reth.RKey(), int(reth.DMALen()), 0
-		if qp.attr.AccessFlags&AccessRemoteWrite == 0 {
-			r.psn, r.dropMsg = psn.Add(1), !info.Is(wire.FlagComplete)
-			return
-		}
-	}
-	_, hasImm := pkt.Imm()
-	if r.off+len(payload) > r.wlen || (hasImm && !r.hasWQE && !qp.takeRecvLocked()) {
-		r.psn, r.dropMsg, r.inMsg = psn.Add(1), !info.Is(wire.FlagComplete), false
-		return
-	}
-	if len(payload) > 0 {
-		dst, err := qp.dev.mrs.Remote(r.wkey, qp.pd.id, r.wva+uint64(r.off), len(payload), mem.RemoteWrite)
-		if err != nil {
-			r.psn, r.dropMsg, r.inMsg = psn.Add(1), !info.Is(wire.FlagComplete), false
-			return
-		}
-		copy(dst, payload)
-	}
-	r.off += len(payload)
-	r.psn = psn.Add(1)
-	r.inMsg, r.inSend = !info.Is(wire.FlagComplete), false
-	if info.Is(wire.FlagComplete) {
-		if imm, ok := pkt.Imm(); ok {
-			wc := WC{Status: Success, Opcode: WCRecvRDMAWithImm, ByteLen: uint32(r.wlen),
-				SrcQP: qp.attr.DestQPN, Imm: imm, Flags: WCWithImm}
-			qp.completeRecvLocked(&wc, bth.Solicited())
-		}
-		r.off = 0
+	switch e := qp.placeLocked(pkt); {
+	case e == placeOK:
+	case placeFailures[e].ucFatal:
+		qp.responderFailLocked(placeFailures[e].status, placeFailures[e].ev)
+	default:
+		// No one to NAK: drop the message, resynchronise on the next FIRST
+		// or ONLY.
+		r.psn, r.inMsg, r.off = psn.Add(1), false, 0
+		r.dropMsg = !info.Is(wire.FlagComplete)
 	}
 }
 
