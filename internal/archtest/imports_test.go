@@ -1,0 +1,114 @@
+package archtest
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/softrdma/softrdma"
+
+// layers places every package of the module (docs/DESIGN.md, "Layers"). A
+// package imports only packages of a lower layer; interop/... may also
+// import its own packages. A new package must be given a layer here.
+var layers = map[string]int{
+	"wire": 0,
+	// Foundations over the wire format.
+	"wire/mad": 1, "internal/clock": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
+	// Links.
+	"link/loop": 2, "link/udp": 2, "link/pcap": 2, "link/linktest": 2,
+	// The verbs API and engine, connection management, rdma_cm.
+	"verbs": 3, "cm": 4, "rdmacm": 5,
+	// The tools' engines and the command.
+	"internal/dump": 6, "internal/tool": 6, "internal/pingpong": 7, "internal/perftest": 7,
+	"cmd/softrdma": 8,
+	// The interop suite and this test.
+	"interop": 9, "internal/archtest": 9,
+}
+
+// stdlibOnly lists packages that import nothing outside the standard
+// library and the module.
+var stdlibOnly = []string{"wire", "wire/mad", "internal/clock", "internal/mem", "link", "verbs", "cm", "rdmacm"}
+
+func layerOf(pkg string) (int, bool) {
+	if l, ok := layers[pkg]; ok {
+		return l, true
+	}
+	if pkg == "interop" || strings.HasPrefix(pkg, "interop/") {
+		return layers["interop"], true
+	}
+	return 0, false
+}
+
+func TestImportRules(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every file whatever its build constraints: the rules hold on every
+	// GOOS.
+	ctx := build.Default
+	ctx.UseAllFiles = true
+	seen := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+			return filepath.SkipDir
+		}
+		p, err := ctx.ImportDir(path, build.ImportComment)
+		if err != nil {
+			if _, ok := err.(*build.NoGoError); ok {
+				return nil
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		pkg := filepath.ToSlash(rel)
+		l, ok := layerOf(pkg)
+		if !ok {
+			t.Errorf("package %s has no layer in the import rules (docs/DESIGN.md)", pkg)
+			return nil
+		}
+		seen++
+		strict := false
+		for _, s := range stdlibOnly {
+			strict = strict || s == pkg
+		}
+		for _, imp := range p.Imports {
+			dep, inModule := strings.CutPrefix(imp, module+"/")
+			if !inModule {
+				if strict && strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+					t.Errorf("%s imports %s: it may import only the standard library and the module", pkg, imp)
+				}
+				continue
+			}
+			dl, ok := layerOf(dep)
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which has no layer", pkg, dep)
+			case l == layers["interop"] && dl == l && strings.HasPrefix(pkg, "interop") && strings.HasPrefix(dep, "interop"):
+			case dl >= l:
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports go to lower layers only", pkg, l, dep, dl)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < len(layers) {
+		t.Errorf("found %d packages, the rules name %d: a package was removed or renamed", seen, len(layers))
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatal("not at the module root:", err)
+	}
+}

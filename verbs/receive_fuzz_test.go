@@ -1,0 +1,140 @@
+package verbs
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
+)
+
+// FuzzReceive drives the device's receive path with crafted packet
+// sequences: any opcode (requests, responses, acknowledgements, unknown
+// bytes) to an RC QP with work outstanding both ways, a UC QP, a UD QP or no
+// QP, with PSNs near the ones expected, any lengths, keys and addresses.
+// The engine must not panic, fault or hang, leave its QPs in a state the
+// verbs allow (RTS, or ERR after an error the packets caused) and, once the
+// QPs are destroyed, keep no goroutine (TestMain checks). Each 16 input bytes
+// make one packet.
+func FuzzReceive(f *testing.F) {
+	f.Add(make([]byte, 16))
+	f.Add([]byte{byte(wire.RCSendOnly), 0, 0, 1, 0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{byte(wire.RCWriteFirst), 0, 0, 1, 4, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0,
+		byte(wire.RCWriteLast), 0, 1, 1, 0, 16, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{byte(wire.RCAcknowledge), 0, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x60, 0, 0, 0, 0,
+		byte(wire.RCReadResponseFirst), 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{byte(wire.UCSendOnly), 1, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		byte(wire.UDSendOnly), 2, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0x11, 0x11, 0x11, 0x11})
+	_, da, db := newDevicesLoop(f, &pairOpts{})
+	f.Fuzz(func(t *testing.T, data []byte) { receivePackets(t, da, db, data) })
+}
+
+// receivePackets is FuzzReceive's body: fresh QPs on da and db, work
+// outstanding, then the packets data describes handed to db's receive path.
+func receivePackets(t *testing.T, da, db *Device, data []byte) {
+	rc := &pair{t: t, da: da, db: db}
+	rc.connect(pairOpts{mtu: MTU1024, wr: 16, cqe: 256})
+	uc := &pair{t: t, da: da, db: db}
+	uc.connect(pairOpts{typ: UC, mtu: MTU1024, wr: 16, cqe: 256})
+	ud := &pair{t: t, da: da, db: db}
+	ud.connect(pairOpts{typ: UD, wr: 16, cqe: 256})
+	ma, mb := rc.reg(rc.pa, 64*1024), rc.reg(rc.pb, 64*1024)
+	mu, mud := uc.reg(uc.pb, 8192), ud.reg(ud.pb, 8192)
+	t.Cleanup(func() {
+		for _, p := range []*pair{rc, uc, ud} {
+			p.qa.Destroy()
+			p.qb.Destroy()
+		}
+		for _, mr := range []*MR{ma, mb, mu, mud} {
+			mr.Dereg()
+		}
+		for _, p := range []*pair{rc, uc, ud} {
+			p.ca.Destroy()
+			p.cb.Destroy()
+			p.pa.Dealloc()
+			p.pb.Dealloc()
+		}
+	})
+	// Work both ways on the RC pair, real traffic beside the crafted.
+	for i := range 4 {
+		postRecv(t, rc.qb, RecvWR{ID: uint64(i), SGL: []SGE{mb.SGE(i*1024, 1024)}})
+		postRecv(t, uc.qb, RecvWR{ID: uint64(i), SGL: []SGE{mu.SGE(i*1024, 1024)}})
+		postRecv(t, ud.qb, RecvWR{ID: uint64(i), SGL: []SGE{mud.SGE(i*2048, 2048)}})
+	}
+	post(t, rc.qb,
+		SendWR{ID: 1, Opcode: WRRDMAWrite, SGL: []SGE{mb.SGE(8192, 3000)}, RemoteAddr: ma.Addr(), RKey: ma.RKey()},
+		SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{mb.SGE(16384, 5000)}, RemoteAddr: ma.Addr() + 8192, RKey: ma.RKey()},
+		SendWR{ID: 3, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{mb.SGE(32768, 8)}, RemoteAddr: ma.Addr() + 40960, RKey: ma.RKey(), CompareAdd: 1})
+	post(t, rc.qa, SendWR{ID: 4, Opcode: WRSend, SGL: []SGE{ma.SGE(0, 700)}})
+	targets := []*QP{rc.qb, uc.qb, ud.qb}
+	for len(data) >= 16 {
+		c := data[:16]
+		data = data[16:]
+		var h wire.Headers
+		h.BTH.Opcode = wire.Opcode(c[0])
+		h.BTH.PKey = wire.DefaultPKey
+		var base wire.PSN
+		if int(c[1]&3) < len(targets) {
+			qp := targets[c[1]&3]
+			h.BTH.DestQP = qp.qpn
+			qp.mu.Lock()
+			base = qp.resp.psn
+			if info := h.BTH.Opcode.Info(); info != nil && info.Is(wire.FlagResponse) {
+				base = qp.req.ackedPSN
+			}
+			qp.mu.Unlock()
+		} else {
+			h.BTH.DestQP = wire.QPN(binary.BigEndian.Uint32(c[12:]) & wire.Mask24)
+		}
+		h.BTH.PSN = base.Add(int(int8(c[2])))
+		h.BTH.AckReq, h.BTH.Solicited = c[3]&1 != 0, c[3]&2 != 0
+		if c[3]&4 != 0 {
+			h.BTH.PKey = 0x1234
+		}
+		n := int(binary.BigEndian.Uint16(c[4:])) % 1100
+		rkey := wire.RKey(mb.RKey())
+		if c[6]&1 != 0 {
+			rkey = wire.RKey(binary.BigEndian.Uint32(c[12:]))
+		}
+		va := mb.Addr() + uint64(binary.BigEndian.Uint16(c[7:]))
+		h.RETH = wire.RETHFields{VA: va, RKey: rkey, DMALen: uint32(binary.BigEndian.Uint16(c[9:]))}
+		h.Atomic = wire.AtomicETHFields{VA: va, RKey: rkey, SwapAdd: uint64(c[13]), Compare: uint64(c[14])}
+		h.AETH = wire.AETHFields{Syndrome: wire.Syndrome(c[11]), MSN: wire.MSN(c[15])}
+		h.DETH = wire.DETHFields{QKey: wire.QKey(binary.BigEndian.Uint32(c[12:])), SrcQP: ud.qa.qpn}
+		h.Imm, h.AtomicAck, h.InvRKey = binary.BigEndian.Uint32(c[12:]), uint64(c[13]), rkey
+		pk := link.Get()
+		hl, err := wire.WriteHeaders(pk.Buf, &h, n)
+		if err != nil {
+			// Not a packet this opcode can have: send the bytes as
+			// they are, for the parser to refuse.
+			hl, n = copy(pk.Buf, c), 0
+		}
+		end := hl + n + wire.PadFor(n)
+		clear(pk.Buf[hl:end])
+		pk.N = end + wire.ICRCLen
+		pk.Src = netipAddrPort(rc.qa.src)
+		pk.Dst = rc.qa.dst
+		db.receive([]*link.Packet{pk})
+		link.Put(pk)
+	}
+	for _, qp := range targets {
+		switch s := qp.State(); s {
+		case StateRTS, StateErr:
+		default:
+			t.Fatalf("QP %d (%v) in state %v", qp.qpn, qp.typ, s)
+		}
+	}
+	// Completions and events the packets caused are legitimate: drain
+	// them so they do not spill into the next input.
+	drain := make([]WC, 64)
+	for _, cq := range []*CQ{rc.cb, uc.cb, ud.cb, rc.ca} {
+		for cq.Poll(drain) > 0 {
+		}
+	}
+	for len(db.Events()) > 0 {
+		<-db.Events()
+	}
+	for len(da.Events()) > 0 {
+		<-da.Events()
+	}
+}
