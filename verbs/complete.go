@@ -61,8 +61,7 @@ func (qp *QP) handleAckLocked(syn wire.Syndrome, psn wire.PSN) {
 			qp.req.rnrLeft--
 		}
 		qp.rewindLocked(psn)
-		qp.req.rnrWait = true
-		qp.req.fast = false
+		qp.req.mode = rnrWait
 		qp.req.deadline = 0
 		if qp.rnrT != nil {
 			qp.rnrT.Stop()
@@ -79,11 +78,11 @@ func (qp *QP) handleAckLocked(syn wire.Syndrome, psn wire.PSN) {
 			// it, so that is a copy made on the way, and acting on it
 			// would send the same packets a third time.
 			if psn.Before(qp.req.ackedPSN) || !psn.Before(qp.req.psn) ||
-				qp.req.hasNakPSN && psn == qp.req.nakPSN {
+				qp.req.nakPSN == (optPSN{psn, true}) {
 				qp.dev.stats.RxDuplicate.Add(1)
 				return
 			}
-			qp.req.nakPSN, qp.req.hasNakPSN = psn, true
+			qp.req.nakPSN = optPSN{psn, true}
 			qp.rewindLocked(psn)
 			qp.recoverLocked()
 			return
@@ -160,8 +159,8 @@ func (qp *QP) ackUpToLocked(psn wire.PSN) {
 	if psn.Before(qp.req.ackedPSN) {
 		return // nothing new
 	}
-	if !qp.req.hasPeerAcked || psn.After(qp.req.peerAcked) {
-		qp.req.peerAcked, qp.req.hasPeerAcked = psn, true
+	if !qp.req.peerAcked.set || psn.After(qp.req.peerAcked.psn) {
+		qp.req.peerAcked = optPSN{psn, true}
 	}
 	acked := qp.req.ackedPSN
 	progress := false
@@ -216,8 +215,8 @@ func (qp *QP) responseLostLocked(w *swqe) {
 // afterRdAtomicLocked runs when a READ or atomic completes: requests behind
 // it that the responder acknowledged meanwhile complete too.
 func (qp *QP) afterRdAtomicLocked() {
-	if qp.req.hasPeerAcked && !qp.req.peerAcked.Before(qp.req.ackedPSN) {
-		qp.ackUpToLocked(qp.req.peerAcked)
+	if pa := qp.req.peerAcked; pa.set && !pa.psn.Before(qp.req.ackedPSN) {
+		qp.ackUpToLocked(pa.psn)
 	}
 }
 
@@ -240,9 +239,12 @@ func (qp *QP) ackedTo(p wire.PSN) {
 	}
 	if p.After(qp.req.ackedPSN) && !p.After(qp.req.psn) {
 		qp.req.ackedPSN = p
-		if qp.req.fast {
+		if m := qp.req.mode; m == recovering || m == recoveringFired {
 			// Progress: a recovery goes on until recoverPSN is reached.
-			qp.req.fast, qp.req.fastFired = p.Before(qp.req.recoverPSN), false
+			qp.req.mode = steady
+			if p.Before(qp.req.recoverPSN) {
+				qp.req.mode = recovering
+			}
 		}
 		qp.refreshDeadlineLocked()
 	}
@@ -449,7 +451,7 @@ const recoveryDivisor = 8
 // ackedPSN reaches the PSN after the newest one sent, the deadline is the
 // short one, restarted by each acknowledgement that moves ackedPSN.
 func (qp *QP) recoverLocked() {
-	qp.req.fast, qp.req.fastFired = true, false
+	qp.req.mode = recovering
 	qp.req.recoverPSN = qp.sentPSNLocked()
 	qp.armRetryLocked()
 }
@@ -459,10 +461,10 @@ func (qp *QP) recoverLocked() {
 // fire before the deadline re-arms itself when it fires.
 func (qp *QP) armRetryLocked() {
 	d := ACKTimeoutOf(qp.attr.Timeout)
-	if d == 0 || qp.req.rnrWait {
+	if d == 0 || qp.req.mode == rnrWait {
 		return
 	}
-	if qp.req.fast {
+	if qp.req.mode == recovering || qp.req.mode == recoveringFired {
 		d /= recoveryDivisor
 	}
 	now := qp.dev.clk.Now().UnixNano()
@@ -494,7 +496,7 @@ func (qp *QP) onRetryTimer() {
 	qp.mu.Lock()
 	defer qp.unlockSend()
 	qp.retryT = nil
-	if qp.dead || (qp.state != StateRTS && qp.state != StateSQD) || qp.req.rnrWait {
+	if qp.dead || (qp.state != StateRTS && qp.state != StateSQD) || qp.req.mode == rnrWait {
 		return
 	}
 	if qp.req.deadline == 0 || qp.req.ackedPSN == qp.req.psn {
@@ -516,19 +518,19 @@ func (qp *QP) onRetryTimer() {
 			return
 		}
 	}
-	if qp.req.fast {
-		if !qp.req.fastFired {
-			// The peer was answering, but not lately: a packet, or the
-			// NAK or acknowledgement it caused, was lost. Send again from
-			// the oldest unacknowledged PSN, once, without using a retry.
-			qp.req.fastFired = true
-			qp.rewindLocked(qp.req.ackedPSN)
-			qp.armRetryLocked()
-			qp.progressLocked()
-			return
-		}
+	switch qp.req.mode {
+	case recovering:
+		// The peer was answering, but not lately: a packet, or the NAK or
+		// acknowledgement it caused, was lost. Send again from the oldest
+		// unacknowledged PSN, once, without using a retry.
+		qp.req.mode = recoveringFired
+		qp.rewindLocked(qp.req.ackedPSN)
+		qp.armRetryLocked()
+		qp.progressLocked()
+		return
+	case recoveringFired:
 		// Still nothing: from here on, ACK timeouts and the retry count.
-		qp.req.fast = false
+		qp.req.mode = steady
 	}
 	if qp.req.retryLeft == 0 {
 		qp.failSendLocked(w, RetryExcErr)
@@ -545,10 +547,10 @@ func (qp *QP) onRNRTimer() {
 	qp.mu.Lock()
 	defer qp.unlockSend()
 	qp.rnrT = nil
-	if qp.dead || !qp.req.rnrWait {
+	if qp.dead || qp.req.mode != rnrWait {
 		return
 	}
-	qp.req.rnrWait = false
+	qp.req.mode = steady
 	if qp.state == StateRTS || qp.state == StateSQD {
 		qp.progressLocked()
 	}

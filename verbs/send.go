@@ -31,27 +31,47 @@ type requester struct {
 	rdAtomic  int      // READ/atomic requests outstanding
 	retryLeft int
 	rnrLeft   int
-	deadline  int64 // retransmit deadline, clock nanoseconds; 0 = none
-	rnrWait   bool  // waiting for the RNR timer
-	noAckPkts int   // packets since the last AckReq
-	// peerAcked is the newest PSN the responder has acknowledged (valid
-	// if hasPeerAcked). An acknowledgement cannot complete requests behind
-	// a READ or atomic still waiting for its response; they complete from
-	// it once that response is in, without being sent again.
-	peerAcked    wire.PSN
-	hasPeerAcked bool
-	// nakPSN is the PSN the last PSN sequence NAK rewound to.
-	nakPSN    wire.PSN
-	hasNakPSN bool
-	// fast is set during a recovery (recoverLocked), until ackedPSN
-	// reaches recoverPSN; the deadline is then the short one. fastFired
-	// says it expired once without progress since: that resent without
-	// using a retry; the next expiry falls back to the ACK timeout and the
-	// retry count.
-	fast       bool
-	fastFired  bool
+	deadline  int64    // retransmit deadline, clock nanoseconds; 0 = none
+	mode      recovery // what the deadline is and what its expiry does
+	// recoverPSN ends a recovery: the PSN after the newest one sent when
+	// it started.
 	recoverPSN wire.PSN
-	retryAt    int64 // when the armed retry timer fires, clock nanoseconds
+	noAckPkts  int // packets since the last AckReq
+	// peerAcked is the newest PSN the responder has acknowledged. An
+	// acknowledgement cannot complete requests behind a READ or atomic
+	// still waiting for its response; they complete from it once that
+	// response is in, without being sent again.
+	peerAcked optPSN
+	// nakPSN is the PSN the last PSN sequence NAK rewound to.
+	nakPSN  optPSN
+	retryAt int64 // when the armed retry timer fires, clock nanoseconds
+}
+
+// recovery is the requester's mode: what its retransmit deadline is and
+// what the deadline's expiry does (complete.go).
+type recovery uint8
+
+const (
+	// steady: the deadline is the ACK timeout; its expiry rewinds to the
+	// oldest unacknowledged PSN and uses one of retry_cnt.
+	steady recovery = iota
+	// recovering: a retransmission is out after a NAK or a lost response
+	// (recoverLocked). Until ackedPSN reaches recoverPSN the deadline is
+	// 1/recoveryDivisor of the ACK timeout, and its expiry resends without
+	// using a retry, then moves to recoveringFired.
+	recovering
+	// recoveringFired: the short deadline expired once without progress;
+	// the next expiry falls back to steady (and uses a retry).
+	recoveringFired
+	// rnrWait: an RNR NAK paused the requester until its RNR timer fires;
+	// nothing is sent and no retransmit deadline runs.
+	rnrWait
+)
+
+// optPSN is a PSN that may be unset.
+type optPSN struct {
+	psn wire.PSN
+	set bool
 }
 
 // PostSend posts send work requests. On error the returned *WRError says
@@ -174,7 +194,7 @@ func packetsFor(n, mtu int) int {
 
 // progressLocked sends what the window and credits allow.
 func (qp *QP) progressLocked() {
-	if qp.req.rnrWait {
+	if qp.req.mode == rnrWait {
 		return // an RNR NAK pauses the requester until its timer fires
 	}
 	for (qp.state == StateRTS || qp.state == StateSQD) && qp.sq.cur != qp.sq.tail {

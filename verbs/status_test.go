@@ -641,7 +641,7 @@ func waitRNRWait(t *testing.T, qp *QP) {
 	eventually(t, "the requester takes the RNR NAK", func() bool {
 		qp.mu.Lock()
 		defer qp.mu.Unlock()
-		return qp.req.rnrWait
+		return qp.req.mode == rnrWait
 	})
 }
 
