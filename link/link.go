@@ -39,10 +39,12 @@ func (p *Packet) Data() []byte { return p.Buf[:p.N] }
 
 var pool = sync.Pool{New: func() any { return &Packet{Buf: make([]byte, BufSize)} }}
 
-// Get returns an empty packet from the shared pool.
+// Get returns an empty packet from the shared pool: no bytes and no
+// endpoints, whatever the packet carried when it was put back.
 func Get() *Packet {
 	p := pool.Get().(*Packet)
 	p.N = 0
+	p.Src, p.Dst = netip.AddrPort{}, netip.AddrPort{}
 	return p
 }
 

@@ -82,15 +82,24 @@ func checkFrame(t *testing.T, ip []byte, src, dst netip.AddrPort) {
 	}
 }
 
-// echo receives on l and sends each packet back to its source.
-type echo struct{ l link.Link }
+// echo receives on l and sends each packet back to its source; a failed
+// send is reported on errs.
+type echo struct {
+	l    link.Link
+	errs chan error
+}
 
 func (e echo) Receive(batch []*link.Packet) {
 	for _, p := range batch {
 		q := link.Get()
 		q.N = copy(q.Buf, p.Data())
 		q.Dst = p.Src
-		_ = e.l.Send([]*link.Packet{q})
+		if err := e.l.Send([]*link.Packet{q}); err != nil {
+			select {
+			case e.errs <- err:
+			default:
+			}
+		}
 		link.Put(q)
 	}
 }
@@ -109,7 +118,8 @@ func TestTapRecordsBothWays(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer peer.Close()
-			if err := peer.Start(echo{peer}); err != nil {
+			echoErrs := make(chan error, 1)
+			if err := peer.Start(echo{peer, echoErrs}); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(t.TempDir(), "tap.pcap")
@@ -143,8 +153,10 @@ func TestTapRecordsBothWays(t *testing.T) {
 			link.Put(p)
 			select {
 			case <-got:
+			case err := <-echoErrs:
+				t.Fatalf("echo: %v", err)
 			case <-time.After(5 * time.Second):
-				t.Fatal("no echo")
+				t.Fatalf("no echo: inner %+v, peer %+v", inner.Stats(), peer.Stats())
 			}
 			if err := tap.Close(); err != nil {
 				t.Fatal(err)
