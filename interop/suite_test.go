@@ -1,4 +1,4 @@
-//go:build interop
+//go:build interop && linux
 
 package interop
 

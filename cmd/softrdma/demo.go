@@ -18,12 +18,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/verbs"
 )
 
 type demoSide struct {
 	name string
 	dev  *verbs.Device
+	port uint16
 	pd   *verbs.PD
 	cq   *verbs.CQ
 	qp   *verbs.QP
@@ -46,25 +48,49 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("MTU %d is not one of 256, 512, 1024, 2048, 4096", *mtu)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var sides [2]*demoSide
+	var ips [2]netip.Addr
 	for i, s := range []string{*addrA, *addrB} {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
 			return fmt.Errorf("address %q: %v", s, err)
 		}
-		dev, err := verbs.OpenUDP([]netip.Addr{ip}, &verbs.UDPOptions{Port: uint16(*port),
-			Options: verbs.Options{Name: fmt.Sprintf("softrdma%d", i), MTU: verbs.MTU4096, RemotePort: uint16(*port), Logger: logger}})
-		if err != nil {
-			return fmt.Errorf("opening a device on %s:%d: %w", ip, *port, err)
-		}
-		defer dev.Close()
-		sides[i] = &demoSide{name: string(rune('A' + i)), dev: dev}
+		ips[i] = ip
 	}
+	bSet := false
+	fs.Visit(func(f *flag.Flag) { bSet = bSet || f.Name == "b" })
+	open := func(ip netip.Addr, port, remote uint16, i int) (*verbs.Device, error) {
+		dev, err := verbs.OpenUDP([]netip.Addr{ip}, &verbs.UDPOptions{Port: port,
+			Options: verbs.Options{Name: fmt.Sprintf("softrdma%d", i), MTU: verbs.MTU4096, RemotePort: remote, Logger: logger}})
+		if err != nil {
+			return nil, fmt.Errorf("opening a device on %s: %w", netip.AddrPortFrom(ip, port), err)
+		}
+		return dev, nil
+	}
+	// B opens first: where 127.0.0.2 is not configured (macOS has only
+	// 127.0.0.1 on lo0) and -b was not given, B takes A's address and the
+	// next port, and each device sends to the other's port.
+	portA, portB := uint16(*port), uint16(*port)
+	devB, err := open(ips[1], portB, portA, 1)
+	if err != nil && !bSet && errors.Is(err, link.ErrAddress) && ips[0] != ips[1] && portB < 65535 {
+		fmt.Fprintf(out, "(%v; device B uses %s port %d instead)\n", err, ips[0], portB+1)
+		ips[1], portB = ips[0], portB+1
+		devB, err = open(ips[1], portB, portA, 1)
+	}
+	if err != nil {
+		return err
+	}
+	defer devB.Close()
+	devA, err := open(ips[0], portA, portB, 0)
+	if err != nil {
+		return err
+	}
+	defer devA.Close()
+	sides := [2]*demoSide{{name: "A", dev: devA, port: portA}, {name: "B", dev: devB, port: portB}}
 	a, b := sides[0], sides[1]
-	fmt.Fprintf(out, "Two software RDMA devices, talking RoCEv2 over UDP port %d:\n", *port)
+	fmt.Fprintf(out, "Two software RDMA devices, talking RoCEv2 over UDP:\n")
 	for _, s := range sides {
 		g, _ := s.dev.QueryGID(1, 0)
-		fmt.Fprintf(out, "  device %s: %s, GID[0] %v\n", s.name, s.dev.Name(), g)
+		fmt.Fprintf(out, "  device %s: %s, GID[0] %v, port %d\n", s.name, s.dev.Name(), g, s.port)
 	}
 	for _, s := range sides {
 		if err := s.setup(); err != nil {
