@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/verbs/internal/requester"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -27,7 +28,7 @@ const readBurst = 32
 // window of requests outstanding, and each asks for at most one entry, so
 // only a misbehaving one fills it; what does not fit is dropped (and, being
 // unanswered, asked for again by a well-behaved requester).
-const maxRespQueue = 2 * maxUnacked
+const maxRespQueue = 2 * requester.MaxUnacked
 
 // readAnswer is a READ answer in progress: the responses from psn on, for
 // n bytes at va (R_Key rkey), next the i-th of npk.

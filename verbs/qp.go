@@ -10,6 +10,7 @@ import (
 
 	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/verbs/internal/requester"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -112,7 +113,7 @@ type QP struct {
 
 	sq   sendQueue
 	rq   recvQueue
-	req  requester
+	req  requester.Core
 	resp responder
 
 	out []*link.Packet // packets built under mu, sent by unlockSend
@@ -121,10 +122,11 @@ type QP struct {
 	// unlockSend takes it before releasing mu, so batches go out in the
 	// order they were built. Lock order: mu, then txMu; never mu under
 	// txMu. txOut is the batch being sent, guarded by txMu.
-	txMu   sync.Mutex
-	txOut  []*link.Packet
-	retryT clock.Timer
-	rnrT   clock.Timer
+	txMu    sync.Mutex
+	txOut   []*link.Packet
+	retryT  clock.Timer
+	retryAt int64 // when retryT fires, clock nanoseconds
+	rnrT    clock.Timer
 }
 
 // CreateQP creates a queue pair in the RESET state.
@@ -194,6 +196,7 @@ func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 		srq: init.SRQ, sqSigAll: init.SQSigAll, Context: init.Context, state: StateReset}
 	qp.attr.Cap = c
 	qp.sq.init(c.MaxSendWR, c.MaxSendSGE, c.MaxInlineData)
+	qp.req.Init(c.MaxSendWR, (*reqSink)(qp))
 	if init.SRQ == nil {
 		qp.rq.init(c.MaxRecvWR, c.MaxRecvSGE)
 	}
@@ -295,7 +298,7 @@ func (qp *QP) Query() (QPAttr, QPInitAttr) {
 	defer qp.mu.Unlock()
 	a := qp.attr
 	a.State, a.CurState = qp.state, qp.state
-	a.SQPSN = uint32(qp.req.psn)
+	a.SQPSN = uint32(qp.req.PSN())
 	a.RQPSN = uint32(qp.resp.psn)
 	a.SQDraining = qp.state == StateSQD && !qp.sq.drainNotified
 	return a, QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq,
@@ -478,8 +481,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		qp.resp.psn = wire.PSN(attr.RQPSN)
 	}
 	if mask&AttrSQPSN != 0 {
-		qp.req.psn = wire.PSN(attr.SQPSN)
-		qp.req.ackedPSN, qp.req.next = qp.req.psn, qp.req.psn
+		qp.req.SetPSN(wire.PSN(attr.SQPSN))
 	}
 	if mask&AttrMaxQPRdAtomic != 0 {
 		a.MaxRdAtomic = attr.MaxRdAtomic
@@ -496,17 +498,18 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrRetryCnt != 0 {
 		a.RetryCnt = attr.RetryCnt
-		qp.req.retryLeft = int(attr.RetryCnt)
+		qp.req.SetRetry(int(attr.RetryCnt))
 	}
 	if mask&AttrRNRRetry != 0 {
 		a.RNRRetry = attr.RNRRetry
-		qp.req.rnrLeft = int(attr.RNRRetry)
+		qp.req.SetRNRRetry(int(attr.RNRRetry))
 	}
 	if mask&AttrEnSQDAsyncNotify != 0 {
 		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
 	}
 	qp.attr = a
 	qp.pkey = wire.DefaultPKey
+	qp.req.Configure(qp.reqConfig())
 
 	next := cur
 	if mask&AttrState != 0 {
@@ -545,11 +548,11 @@ func (qp *QP) resetLocked() {
 		qp.attr.PathMTU, qp.mtu = qp.dev.mtu, qp.dev.mtu.Bytes()
 	}
 	qp.state = StateReset
-	qp.sq.reset()
 	if qp.srq == nil {
 		qp.rq.reset()
 	}
-	qp.req = requester{}
+	qp.req.Reset()
+	qp.req.Configure(qp.reqConfig())
 	qp.dropRespQueueLocked()
 	qp.resp = responder{queue: qp.resp.queue}
 	qp.resp.initResources(1)

@@ -40,14 +40,6 @@ type RecvWR struct {
 	SGL []SGE
 }
 
-const (
-	wqeIdle = iota
-	wqePosted
-	wqeSending // some packets sent
-	wqeSent    // all packets sent, awaiting ACK or response
-	wqeDone    // completed (status set), waiting to be retired in order
-)
-
 // swqe is a send queue slot.
 type swqe struct {
 	id       uint64
@@ -67,34 +59,14 @@ type swqe struct {
 	dst      netip.AddrPort
 	rqpn     wire.QPN
 	qkey     wire.QKey
-	state    int
-	status   Status
 	signaled bool
-	firstPSN wire.PSN
-	lastPSN  wire.PSN
-	npkts    int
-	sent     int // bytes sent (SEND/WRITE) or received (READ)
-	// READ progress, in response packets: readPkts arrived in order (their
-	// data is in place); bit i of readSeen says packet readPkts+i (i >= 1)
-	// arrived early and is in place too. readEnd is how far the requests
-	// believed in flight reach. A lone re-request for the missing packet
-	// readPkts (reasked) asked for packets [reaskAt, reaskEnd).
-	readPkts int
-	readSeen uint64
-	readEnd  int
-	// readEndSeen: the response at readEnd-1 came as a LAST or ONLY, so no
-	// stream of responses in flight goes further.
-	readEndSeen bool
-	reasked     bool
-	reaskAt     int
-	reaskEnd    int
 }
 
+// sendQueue holds the send work requests' data, slot i for the requester
+// core's sequence numbers i, i+depth, ... (the core keeps their order and
+// progress).
 type sendQueue struct {
 	slots         []swqe
-	head          uint64 // oldest not retired
-	cur           uint64 // next to start or continue sending
-	tail          uint64 // next free
 	drainNotified bool
 }
 
@@ -108,8 +80,6 @@ func (q *sendQueue) init(n, nsge, inline int) {
 	}
 }
 
-func (q *sendQueue) reset()            { q.head, q.cur, q.tail = 0, 0, 0 }
-func (q *sendQueue) outstanding() int  { return int(q.tail - q.head) }
 func (q *sendQueue) at(i uint64) *swqe { return &q.slots[i%uint64(len(q.slots))] }
 
 type rwqe struct {

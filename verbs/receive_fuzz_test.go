@@ -80,7 +80,7 @@ func receivePackets(t *testing.T, da, db *Device, data []byte) {
 			qp.mu.Lock()
 			base = qp.resp.psn
 			if info := h.BTH.Opcode.Info(); info != nil && info.Is(wire.FlagResponse) {
-				base = qp.req.ackedPSN
+				base = qp.req.AckedPSN()
 			}
 			qp.mu.Unlock()
 		} else {

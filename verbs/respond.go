@@ -546,3 +546,11 @@ func buildGRH(g *[grhLen]byte, p *link.Packet, roceLen int) {
 	copy(g[8:], s[:])
 	copy(g[24:], d[:])
 }
+
+// packetsFor returns how many PSNs a message of n bytes uses.
+func packetsFor(n, mtu int) int {
+	if n == 0 {
+		return 1
+	}
+	return (n + mtu - 1) / mtu
+}

@@ -1,78 +1,19 @@
-// The requester: PostSend validates work requests into send queue slots, and
-// progressLocked turns them into packets (FIRST/MIDDLE/LAST/ONLY by path MTU)
-// within the PSN window and the read/atomic credits, gathering payload from
-// registered memory straight into pooled packet buffers.
+// The requester's shell: PostSend validates work requests into send queue
+// slots and posts them to the QP's requester core (internal/requester),
+// which decides what is sent, retransmitted and completed; reqSink carries
+// out its actions: request packets built from the slots (gathering payload
+// from registered memory straight into pooled packet buffers), READ
+// responses and atomic results placed in memory, completions, timers.
 
 package verbs
 
 import (
-	"math/bits"
+	"encoding/binary"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/verbs/internal/requester"
 	"github.com/softrdma/softrdma/wire"
 )
-
-const (
-	// maxUnacked is the PSN window: packets sent and not yet acknowledged
-	// (Linux rxe allows 128).
-	maxUnacked = 128
-	// ackEvery asks for an ACK at least every this many packets of a message.
-	ackEvery = 64
-)
-
-type requester struct {
-	psn wire.PSN // next PSN to send
-	// next is the PSN the next new request starts at: the one after the
-	// newest PSN given out. psn is behind it while a rewind sends requests
-	// again, and stays there if the requests after the last one sent again
-	// complete without being sent again.
-	next      wire.PSN
-	ackedPSN  wire.PSN // oldest PSN not yet acknowledged
-	rdAtomic  int      // READ/atomic requests outstanding
-	retryLeft int
-	rnrLeft   int
-	deadline  int64    // retransmit deadline, clock nanoseconds; 0 = none
-	mode      recovery // what the deadline is and what its expiry does
-	// recoverPSN ends a recovery: the PSN after the newest one sent when
-	// it started.
-	recoverPSN wire.PSN
-	noAckPkts  int // packets since the last AckReq
-	// peerAcked is the newest PSN the responder has acknowledged. An
-	// acknowledgement cannot complete requests behind a READ or atomic
-	// still waiting for its response; they complete from it once that
-	// response is in, without being sent again.
-	peerAcked optPSN
-	// nakPSN is the PSN the last PSN sequence NAK rewound to.
-	nakPSN  optPSN
-	retryAt int64 // when the armed retry timer fires, clock nanoseconds
-}
-
-// recovery is the requester's mode: what its retransmit deadline is and
-// what the deadline's expiry does (complete.go).
-type recovery uint8
-
-const (
-	// steady: the deadline is the ACK timeout; its expiry rewinds to the
-	// oldest unacknowledged PSN and uses one of retry_cnt.
-	steady recovery = iota
-	// recovering: a retransmission is out after a NAK or a lost response
-	// (recoverLocked). Until ackedPSN reaches recoverPSN the deadline is
-	// 1/recoveryDivisor of the ACK timeout, and its expiry resends without
-	// using a retry, then moves to recoveringFired.
-	recovering
-	// recoveringFired: the short deadline expired once without progress;
-	// the next expiry falls back to steady (and uses a retry).
-	recoveringFired
-	// rnrWait: an RNR NAK paused the requester until its RNR timer fires;
-	// nothing is sent and no retransmit deadline runs.
-	rnrWait
-)
-
-// optPSN is a PSN that may be unset.
-type optPSN struct {
-	psn wire.PSN
-	set bool
-}
 
 // PostSend posts send work requests. On error the returned *WRError says
 // which request failed; the ones before it were posted.
@@ -106,7 +47,7 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 	default:
 		return errf(ErrState, "post send in state %v", qp.state)
 	}
-	if qp.sq.outstanding() == len(qp.sq.slots) {
+	if qp.req.Outstanding() == qp.req.Depth() {
 		return errf(ErrQueueFull, "send queue holds %d", len(qp.sq.slots))
 	}
 	if len(wr.SGL) > qp.attr.Cap.MaxSendSGE && wr.Flags&SendInline == 0 {
@@ -151,7 +92,7 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 }
 
 func (qp *QP) enqueueLocked(wr *SendWR) error {
-	w := qp.sq.at(qp.sq.tail)
+	w := qp.sq.at(qp.req.Tail())
 	*w = swqe{sgl: w.sgl[:0], inline: w.inline[:0]}
 	w.id, w.op, w.info, w.flags, w.imm = wr.ID, wr.Opcode, wrInfoOf(wr.Opcode), wr.Flags, wr.Imm
 	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wire.RKey(wr.RKey), wr.CompareAdd, wr.Swap
@@ -179,173 +120,59 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 			w.qkey = wire.QKey(qp.attr.QKey)
 		}
 	}
-	w.state = wqePosted
-	qp.sq.tail++
+	qp.req.Post(w.info.class, w.length, w.flags&SendFence != 0)
 	return nil
 }
 
-// packetsFor returns how many PSNs a message of n bytes uses.
-func packetsFor(n, mtu int) int {
-	if n == 0 {
-		return 1
+// gate says what the QP's state lets the requester send.
+func (qp *QP) gate() requester.Gate {
+	switch qp.state {
+	case StateRTS:
+		return requester.Run
+	case StateSQD:
+		return requester.Drain
 	}
-	return (n + mtu - 1) / mtu
+	return requester.Hold
 }
+
+// now returns the device clock's time in nanoseconds, for the requester.
+func (qp *QP) now() int64 { return qp.dev.clk.Now().UnixNano() }
 
 // progressLocked sends what the window and credits allow.
-func (qp *QP) progressLocked() {
-	if qp.req.mode == rnrWait {
-		return // an RNR NAK pauses the requester until its timer fires
-	}
-	for (qp.state == StateRTS || qp.state == StateSQD) && qp.sq.cur != qp.sq.tail {
-		idx := qp.sq.cur
-		w := qp.sq.at(idx)
-		if w.state == wqePosted {
-			if qp.state == StateSQD {
-				return // draining starts nothing new
-			}
-			if !qp.startLocked(w) {
-				return
-			}
-		}
-		if !qp.sendPacketsLocked(w) {
-			return
-		}
-		if qp.sq.cur == idx {
-			qp.sq.cur++
-		}
-	}
+func (qp *QP) progressLocked() { qp.req.Progress(qp.now(), qp.gate()) }
+
+// reqSink is the QP as its requester core's Sink (a type of its own, so the
+// Sink's methods are not methods of QP).
+type reqSink QP
+
+// coreStatus maps the requester core's statuses to completion statuses.
+var coreStatus = [...]Status{
+	requester.Success:          Success,
+	requester.Flushed:          WRFlushErr,
+	requester.RetryExceeded:    RetryExcErr,
+	requester.RNRRetryExceeded: RNRRetryExcErr,
+	requester.RemoteInvalid:    RemInvReqErr,
+	requester.RemoteAccess:     RemAccessErr,
+	requester.RemoteOperation:  RemOpErr,
+	requester.BadResponse:      BadRespErr,
+	requester.LocalProtection:  LocProtErr,
+	requester.LocalOperation:   LocQPOpErr,
 }
 
-// startLocked decides whether w may start now and assigns its PSNs.
-func (qp *QP) startLocked(w *swqe) bool {
-	if qp.typ == RC {
-		if w.flags&SendFence != 0 && qp.req.rdAtomic > 0 {
-			return false
-		}
-		if w.info.rdAtomic() {
-			if qp.req.rdAtomic >= max(qp.attr.MaxRdAtomic, 1) {
-				return false
-			}
-			qp.req.rdAtomic++
-		}
-	}
-	if qp.typ == UD && w.length > qp.mtu {
-		// IBTA C10-93.1.1: a UD message longer than the port MTU emits no
-		// packet and is not an error; Linux rxe completes it successfully.
-		qp.completeSendLocked(w, Success)
-		return true // nothing left to send: sendPacketsLocked passes over it
-	}
-	w.npkts = 1
-	if w.info.class == classRead || w.info.multiPacket() && qp.typ != UD {
-		w.npkts = packetsFor(w.length, qp.mtu)
-	}
-	// Every request before w has been sent or has completed
-	// (progressLocked reached w), but a rewind leaves psn after the last
-	// one it sent again: requests behind that one that completed meanwhile
-	// are passed over without moving psn. w starts after the newest PSN
-	// given out; starting at psn would reuse a PSN the responder has seen,
-	// and it would take w for a duplicate (an atomic would get another
-	// one's saved result, without being executed).
-	qp.req.psn = qp.req.next
-	if qp.typ == RC && qp.oldestOutstandingLocked() == nil {
-		// Nothing before w is outstanding: every PSN before it is
-		// acknowledged, even if the acknowledgements that said so could
-		// not move ackedPSN (a READ or atomic response completing a
-		// request behind one still missing its response).
-		qp.ackedTo(qp.req.psn)
-	}
-	w.firstPSN = qp.req.psn
-	w.lastPSN = qp.req.psn.Add(w.npkts - 1)
-	qp.req.next = w.lastPSN.Add(1)
-	w.sent = 0
-	w.readPkts, w.readSeen, w.readEnd, w.reasked = 0, 0, 0, false
-	w.state = wqeSending
-	return true
-}
-
-// sendPacketsLocked emits w's remaining packets within the window. It
-// reports true when every packet of w has been sent.
-func (qp *QP) sendPacketsLocked(w *swqe) bool {
-	if w.info.rdAtomic() {
-		if w.state != wqeSending {
-			return true
-		}
-		if !qp.windowOpenLocked(w.npkts) {
-			return false
-		}
-		qp.emitRequestLocked(w, w.firstPSN.Add(w.readPkts), 0, 0)
-		w.state = wqeSent
-		qp.req.psn = w.lastPSN.Add(1)
-		return true
-	}
-	for w.state == wqeSending {
-		if qp.typ == RC && !qp.windowOpenLocked(1) {
-			return false
-		}
-		off := w.sent
-		n := min(w.length-off, qp.mtu)
-		psn := w.firstPSN.Add(off / qp.mtu)
-		if !qp.emitRequestLocked(w, psn, off, n) {
-			return true // failed and completed with an error
-		}
-		w.sent += n
-		qp.req.psn = psn.Add(1)
-		if w.sent >= w.length {
-			w.state = wqeSent
-			if qp.typ != RC {
-				qp.completeSendLocked(w, Success)
-			}
-		}
-	}
-	return true
-}
-
-func (qp *QP) windowOpenLocked(n int) bool {
-	if qp.typ != RC {
-		return true
-	}
-	inFlight := int(qp.req.psn.Diff(qp.req.ackedPSN))
-	return inFlight == 0 || inFlight+n <= maxUnacked
-}
-
-// emitRequestLocked builds one request packet of w at psn carrying bytes
-// [off, off+n) of the message. It reports false if the WQE failed.
-func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
+// Transmit builds request packet rp of its work request and queues it for
+// sending (requester.Sink).
+func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
+	qp := (*QP)(s)
+	w := qp.sq.at(rp.Seq)
 	var h wire.Headers
-	first := off == 0
-	last := off+n >= w.length
-	op := w.info.requestOpcode(qp.typ, first, last)
-	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
+	op := w.info.requestOpcode(qp.typ, rp.First, rp.Last)
+	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: rp.PSN, AckReq: rp.AckReq}
 	dst, src := qp.dst, qp.src
 	switch w.info.class {
 	case classWrite:
 		h.RETH = wire.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
 	case classRead:
-		done := w.readPkts * qp.mtu
-		n := w.length - done
-		if w.readPkts > 0 || w.readSeen != 0 {
-			// The responder has executed the request (a response came), so
-			// this one is a duplicate to it, answered from memory. Ask for
-			// at most a window of responses (asking for the whole rest
-			// after each lost response would cost traffic quadratic in the
-			// message length), and only up to the first one already in,
-			// included: its second copy ends the answer, so its arrival
-			// without the ones before it says they were lost again.
-			// Never before a response has come: a part sent first would be
-			// executed as a shorter READ, leaving the responder's expected
-			// PSN inside this one's range.
-			k := min(packetsFor(n, qp.mtu), maxUnacked)
-			if w.readSeen != 0 {
-				k = min(k, bits.TrailingZeros64(w.readSeen)+1)
-			}
-			n = min(n, k*qp.mtu)
-		}
-		w.reaskEnd = w.readPkts + packetsFor(n, qp.mtu)
-		if w.reaskEnd > w.readEnd {
-			w.readEnd, w.readEndSeen = w.reaskEnd, false
-		}
-		h.RETH = wire.RETHFields{VA: w.raddr + uint64(done), RKey: w.rkey, DMALen: uint32(n)}
+		h.RETH = wire.RETHFields{VA: w.raddr + uint64(rp.ReadOff), RKey: w.rkey, DMALen: uint32(rp.ReadLen)}
 	case classAtomic:
 		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.cmpAdd}
 		if w.op == WRAtomicCmpAndSwp {
@@ -358,23 +185,16 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 		h.DETH = wire.DETHFields{QKey: w.qkey, SrcQP: qp.qpn}
 		dst, src = w.dst, w.src
 	}
-	if last && w.flags&SendSolicited != 0 && w.info.solicitable() {
+	if rp.Last && w.flags&SendSolicited != 0 && w.info.solicitable() {
 		h.BTH.Solicited = true
 	}
-	if qp.typ == RC {
-		qp.req.noAckPkts++
-		if last || qp.req.noAckPkts >= ackEvery || w.info.class == classRead {
-			h.BTH.AckReq = true
-			qp.req.noAckPkts = 0
-		}
-	}
+	off, n := rp.Off, rp.N
 	p := link.Get()
 	hl, err := wire.WriteHeaders(p.Buf, &h, n)
 	if err != nil {
 		link.Put(p)
 		qp.dev.log.Error("building request", "qpn", qp.qpn, "err", err)
-		qp.failSendLocked(w, LocQPOpErr)
-		return false
+		return requester.LocalOperation
 	}
 	if n > 0 {
 		var gerr error
@@ -385,8 +205,7 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 		}
 		if gerr != nil {
 			link.Put(p)
-			qp.failSendLocked(w, LocProtErr)
-			return false
+			return requester.LocalProtection
 		}
 	}
 	end := hl + n + wire.PadFor(n)
@@ -395,10 +214,7 @@ func (qp *QP) emitRequestLocked(w *swqe, psn wire.PSN, off, n int) bool {
 	p.Src = netipAddrPort(src)
 	p.Dst = dst
 	qp.queueLocked(p)
-	if qp.typ == RC {
-		qp.armRetryLocked()
-	}
-	return true
+	return requester.Success
 }
 
 // queueLocked adds a packet to the QP's outgoing batch.
@@ -410,9 +226,9 @@ func (qp *QP) queueLocked(p *link.Packet) {
 }
 
 // maxOut bounds the packets one hold of the QP lock may build before they
-// are sent under it. The PSN window (maxUnacked) and the responder's READ
+// are sent under it. The PSN window (requester.MaxUnacked) and the responder's READ
 // bursts (readBurst) keep a hold well below it; it is a backstop for memory.
-const maxOut = 4 * maxUnacked
+const maxOut = 4 * requester.MaxUnacked
 
 // unlockSend releases the QP lock and then sends the packets built under
 // it. txMu, taken before mu is released, keeps the QP's batches in the
@@ -455,29 +271,15 @@ func (qp *QP) sendBatch(batch []*link.Packet) {
 	}
 }
 
-// completeSendLocked marks w done with status s and retires every finished
-// WQE at the head of the queue, in order.
-func (qp *QP) completeSendLocked(w *swqe, s Status) {
-	if w.state == wqeDone {
-		return
-	}
-	w.state = wqeDone
-	w.status = s
-	if qp.typ == RC && w.info.rdAtomic() && qp.req.rdAtomic > 0 {
-		qp.req.rdAtomic--
-	}
-	qp.retireLocked()
-}
-
-func (qp *QP) retireLocked() {
-	for qp.sq.head != qp.sq.tail {
-		w := qp.sq.at(qp.sq.head)
-		if w.state != wqeDone {
-			break
-		}
-		emit := w.signaled || w.status != Success
-		wc := WC{WRID: w.id, Status: w.status, Opcode: w.info.wc, QPNum: uint32(qp.qpn)}
-		if w.status == Success {
+// Retire completes work request seq with st: its completion goes to the
+// send CQ if it is signaled or failed (requester.Sink).
+func (s *reqSink) Retire(seq uint64, st requester.Status) {
+	qp := (*QP)(s)
+	w := qp.sq.at(seq)
+	status := coreStatus[st]
+	if w.signaled || status != Success {
+		wc := WC{WRID: w.id, Status: status, Opcode: w.info.wc, QPNum: uint32(qp.qpn)}
+		if status == Success {
 			switch w.info.class {
 			case classRead:
 				wc.ByteLen = uint32(w.length)
@@ -485,51 +287,71 @@ func (qp *QP) retireLocked() {
 				wc.ByteLen = 8
 			}
 		}
-		// Retire before pushing: a CQ overflow moves the QP to the error
-		// state, whose flush retires the rest of the queue re-entrantly.
-		w.state = wqeIdle
-		qp.sq.head++
-		if qp.sq.cur < qp.sq.head {
-			qp.sq.cur = qp.sq.head
-		}
-		if emit && !qp.sendCQ.push(&wc, false) {
+		// The core has retired w already: a CQ overflow moves the QP to
+		// the error state, whose flush retires the rest of the queue
+		// re-entrantly.
+		if !qp.sendCQ.push(&wc, false) {
 			qp.cqOverflowLocked()
 		}
 	}
 	qp.checkDrainedLocked()
 }
 
-// failSendLocked completes w with an error and moves the QP to ERR, which
-// flushes everything after it.
-func (qp *QP) failSendLocked(w *swqe, s Status) {
-	qp.completeSendLocked(w, s)
+// Fatal moves the QP to the error state after a work request failed
+// (requester.Sink).
+func (s *reqSink) Fatal() {
+	qp := (*QP)(s)
 	if qp.state != StateErr {
 		qp.enterErrorLocked()
 	}
 }
 
-// flushSendLocked completes every outstanding send WQE with WR_FLUSH_ERR.
-func (qp *QP) flushSendLocked() {
-	for i := qp.sq.head; i != qp.sq.tail; i++ {
-		w := qp.sq.at(i)
-		if w.state != wqeDone {
-			w.state = wqeDone
-			w.status = WRFlushErr
-		}
+// Place writes a READ response's payload into work request seq's local
+// memory (requester.Sink).
+func (s *reqSink) Place(seq uint64, off int, payload []byte) requester.Status {
+	qp := (*QP)(s)
+	if err := qp.dev.mrs.Scatter(payload, qp.pd.id, qp.sq.at(seq).sgl, off); err != nil {
+		return requester.LocalProtection
 	}
-	qp.req.rdAtomic = 0
-	qp.retireLocked()
+	return requester.Success
 }
+
+// Deliver writes an atomic's original value into work request seq's local
+// memory, in host order (requester.Sink).
+func (s *reqSink) Deliver(seq uint64, orig uint64) requester.Status {
+	qp := (*QP)(s)
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], orig)
+	if err := qp.dev.mrs.Scatter(b[:], qp.pd.id, qp.sq.at(seq).sgl, 0); err != nil {
+		return requester.LocalProtection
+	}
+	return requester.Success
+}
+
+// Count counts a requester event in the device's statistics
+// (requester.Sink).
+func (s *reqSink) Count(c requester.Counter) {
+	qp := (*QP)(s)
+	switch c {
+	case requester.Duplicate:
+		qp.dev.stats.RxDuplicate.Add(1)
+	case requester.OutOfOrder:
+		qp.dev.stats.RxOutOfSeq.Add(1)
+	case requester.RetryTimeout:
+		qp.dev.log.Debug("ACK timeout: retransmitting", "qpn", qp.qpn, "psn", qp.req.AckedPSN())
+	}
+}
+
+// flushSendLocked completes every outstanding send work request with
+// WR_FLUSH_ERR.
+func (qp *QP) flushSendLocked() { qp.req.Flush() }
 
 func (qp *QP) checkDrainedLocked() {
 	if qp.state != StateSQD || qp.sq.drainNotified {
 		return
 	}
-	// Drained when nothing started is still outstanding.
-	for i := qp.sq.head; i != qp.sq.tail; i++ {
-		if qp.sq.at(i).state != wqePosted {
-			return
-		}
+	if !qp.req.Drained() {
+		return
 	}
 	qp.sq.drainNotified = true
 	if qp.attr.EnSQDAsyncNotify {

@@ -17,6 +17,7 @@ import (
 	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
+	"github.com/softrdma/softrdma/verbs/internal/requester"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -641,7 +642,7 @@ func waitRNRWait(t *testing.T, qp *QP) {
 	eventually(t, "the requester takes the RNR NAK", func() bool {
 		qp.mu.Lock()
 		defer qp.mu.Unlock()
-		return qp.req.mode == rnrWait
+		return qp.req.Mode() == requester.RNRWait
 	})
 }
 

@@ -1,15 +1,18 @@
 package verbs
 
-import "github.com/softrdma/softrdma/wire"
+import (
+	"github.com/softrdma/softrdma/verbs/internal/requester"
+	"github.com/softrdma/softrdma/wire"
+)
 
-// wrClass is what a work request opcode does on the wire.
-type wrClass uint8
+// wrClass is what a work request does: the requester core's classes.
+type wrClass = requester.Class
 
 const (
-	classSend   wrClass = iota // a message into the peer's receive queue
-	classWrite                 // data into the peer's memory (RETH)
-	classRead                  // data from the peer's memory, in READ responses
-	classAtomic                // an 8-byte atomic on the peer's memory
+	classSend   = requester.Send   // a message into the peer's receive queue
+	classWrite  = requester.Write  // data into the peer's memory (RETH)
+	classRead   = requester.Read   // data from the peer's memory, in READ responses
+	classAtomic = requester.Atomic // an 8-byte atomic on the peer's memory
 )
 
 // wrInfo is everything the engine decides by a send work request's opcode:

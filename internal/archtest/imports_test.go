@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,7 @@ var layers = map[string]int{
 	"wire": 0,
 	// Foundations over the wire format.
 	"wire/mad": 1, "internal/clock": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
+	"verbs/internal/requester": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/pcap": 2, "link/linktest": 2,
 	// The verbs API and engine, connection management, rdma_cm.
@@ -32,6 +34,12 @@ var layers = map[string]int{
 // stdlibOnly lists packages that import nothing outside the standard
 // library and the module.
 var stdlibOnly = []string{"wire", "wire/mad", "internal/clock", "internal/mem", "link", "verbs", "cm", "rdmacm"}
+
+// pure lists packages that are state machines only: no clock, no locks, no
+// I/O. They import nothing but these (DESIGN.md, "The requester core").
+var pure = map[string][]string{
+	"verbs/internal/requester": {"math/bits", module + "/wire"},
+}
 
 func layerOf(pkg string) (int, bool) {
 	if l, ok := layers[pkg]; ok {
@@ -82,6 +90,13 @@ func TestImportRules(t *testing.T) {
 		strict := false
 		for _, s := range stdlibOnly {
 			strict = strict || s == pkg
+		}
+		if allowed, ok := pure[pkg]; ok {
+			for _, imp := range p.Imports {
+				if !slices.Contains(allowed, imp) {
+					t.Errorf("%s imports %s: a pure state machine imports only %v", pkg, imp, allowed)
+				}
+			}
 		}
 		for _, imp := range p.Imports {
 			dep, inModule := strings.CutPrefix(imp, module+"/")

@@ -1,0 +1,578 @@
+// Package requester is the requester side of a queue pair's transport as a
+// pure state machine: which request packets to send and when, which work
+// requests complete and with what status, when to retransmit, and how READ
+// responses and atomic results are accepted. It has no clock, no locks and
+// no I/O: the caller (verbs' QP) gives it the current time with each event
+// (post, progress, ACK, NAK, RNR NAK, READ response, atomic
+// acknowledgement, timer expiry) and it calls back a Sink with its actions
+// (transmit this request packet, place this response, retire this work
+// request, arm the retransmit timer for t, wait for the RNR timer, fail).
+//
+// Reliability is RC's: go-back-N from the oldest unacknowledged PSN after a
+// sequence NAK or an ACK timeout, READ responses placed in any order with
+// only the missing ones asked for again, RNR waits, the retry counters and
+// a short recovery deadline (Mode). UC and UD requests complete once sent.
+package requester
+
+import (
+	"math/bits"
+
+	"github.com/softrdma/softrdma/wire"
+)
+
+const (
+	// MaxUnacked is the PSN window: packets sent and not yet acknowledged
+	// (Linux rxe allows 128).
+	MaxUnacked = 128
+	// AckEvery asks for an ACK at least every this many packets of a
+	// message.
+	AckEvery = 64
+	// RecoveryDivisor sets the short deadline of a recovery: after a NAK
+	// or a lost READ or atomic response, a retransmission not acknowledged
+	// within 1/RecoveryDivisor of the ACK timeout is sent again once. The
+	// responder NAKs a missing PSN once and then stays silent until it
+	// arrives (IBTA 9.7.5.1.2), so a retransmission lost again, or the
+	// acknowledgement of it, would otherwise stall the QP for a whole ACK
+	// timeout. Outside a recovery the deadline is the ACK timeout: a busy
+	// peer is not flooded with duplicates.
+	RecoveryDivisor = 8
+	// ReadReorder is how far past a missing READ response a later one may
+	// arrive before the missing one counts as lost (reordering below it is
+	// waited out).
+	ReadReorder = 16
+)
+
+// Transport is the QP's transport service.
+type Transport uint8
+
+// The transports.
+const (
+	RC Transport = iota
+	UC
+	UD
+)
+
+// Class is what a work request does, as far as the requester cares.
+type Class uint8
+
+// The classes.
+const (
+	Send   Class = iota // a message into the peer's receive queue
+	Write               // data into the peer's memory
+	Read                // data from the peer's memory, in READ responses
+	Atomic              // an 8-byte atomic on the peer's memory
+)
+
+// rdAtomic reports whether the request waits for a response carrying data
+// and uses one of the QP's READ/atomic credits.
+func (c Class) rdAtomic() bool { return c == Read || c == Atomic }
+
+// multiPacket reports whether the message is cut into path-MTU packets.
+func (c Class) multiPacket() bool { return c == Send || c == Write }
+
+// Status is how a work request completes. The caller maps it to its own
+// completion statuses.
+type Status uint8
+
+// The statuses.
+const (
+	Success Status = iota
+	Flushed
+	RetryExceeded    // no acknowledgement after retry_cnt timeouts
+	RNRRetryExceeded // RNR NAKs beyond rnr_retry
+	RemoteInvalid    // NAK: invalid request
+	RemoteAccess     // NAK: remote access error
+	RemoteOperation  // NAK: remote operational error
+	BadResponse      // a READ response of the wrong length or kind
+	LocalProtection  // the caller could not read or write local memory
+	LocalOperation   // the caller could not build a packet
+)
+
+// Counter names an event the Sink counts.
+type Counter uint8
+
+// The counters.
+const (
+	Duplicate    Counter = iota // a stale or repeated response, ignored
+	OutOfOrder                  // a response lost: a request asked for again
+	RetryTimeout                // the ACK timeout expired: go-back-N, one retry used
+)
+
+// Gate says what the requester may send: nothing (Hold), everything
+// (Run: RTS), or only what has started (Drain: SQD).
+type Gate uint8
+
+// The gates.
+const (
+	Hold Gate = iota
+	Run
+	Drain
+)
+
+// Mode is the requester's recovery mode: what its retransmit deadline is
+// and what the deadline's expiry does.
+type Mode uint8
+
+// The modes and their transitions (docs/DESIGN.md has the table).
+const (
+	// Steady: the deadline is the ACK timeout; its expiry rewinds to the
+	// oldest unacknowledged PSN and uses one of retry_cnt.
+	Steady Mode = iota
+	// Recovering: a retransmission is out after a NAK or a lost response.
+	// Until the oldest unacknowledged PSN reaches the PSN after the newest
+	// one sent when the recovery began, the deadline is
+	// 1/RecoveryDivisor of the ACK timeout, and its expiry resends
+	// without using a retry, then moves to RecoveringFired.
+	Recovering
+	// RecoveringFired: the short deadline expired once without progress;
+	// the next expiry falls back to Steady (and uses a retry).
+	RecoveringFired
+	// RNRWait: an RNR NAK paused the requester until its RNR timer fires;
+	// nothing is sent and no retransmit deadline runs.
+	RNRWait
+)
+
+// Packet is one request packet the Sink is to build and send.
+type Packet struct {
+	Seq         uint64   // the work request (Post's sequence number)
+	PSN         wire.PSN // its PSN
+	First, Last bool     // the message's first and last packet (for the opcode)
+	Off, N      int      // SEND/WRITE: the message bytes it carries
+	AckReq      bool     // the BTH AckReq bit
+	// READ: the part of the message this request asks for (RETH VA offset
+	// from the work request's remote address, and DMA length).
+	ReadOff, ReadLen int
+}
+
+// Sink carries out the requester's actions. Its methods are called with the
+// caller's locks held, from inside the Core's methods, and must not call
+// back into the Core except where said.
+type Sink interface {
+	// Transmit builds and sends request packet p. It returns Success, or
+	// the status the work request fails with.
+	Transmit(p *Packet) Status
+	// Place writes a READ response's payload at byte off of work request
+	// seq's local memory: Success or the failure status.
+	Place(seq uint64, off int, payload []byte) Status
+	// Deliver writes an atomic's original value to work request seq's
+	// local memory: Success or the failure status.
+	Deliver(seq uint64, orig uint64) Status
+	// Retire completes work request seq with st. Work requests retire in
+	// the order they were posted. Retire may call Flush.
+	Retire(seq uint64, st Status)
+	// Fatal says a work request failed: the QP goes to the error state,
+	// and the caller calls Flush.
+	Fatal()
+	// ArmRetry asks for Timer to be called at time at (nanoseconds), in
+	// nanoseconds from now, or later. A timer set to fire earlier may
+	// stay: Timer finds the deadline not reached and asks again.
+	ArmRetry(at, in int64)
+	// WaitRNR asks for RNRTimer to be called after d nanoseconds,
+	// replacing any earlier request.
+	WaitRNR(d int64)
+	// Count counts an event.
+	Count(c Counter)
+}
+
+// Config is the QP's part that the requester follows. A Configure with a
+// new one takes effect for what is sent next.
+type Config struct {
+	Transport   Transport
+	MTU         int   // path MTU in bytes
+	MaxRdAtomic int   // READ/atomic requests outstanding at once (0 means 1)
+	RetryCnt    int   // retries after ACK timeouts
+	RNRRetry    int   // retries after RNR NAKs; 7 means without limit
+	ACKTimeout  int64 // nanoseconds; 0 means no retransmit timer
+}
+
+const (
+	stIdle    = iota
+	stPosted  // posted, not started
+	stSending // some packets sent
+	stSent    // all packets sent, awaiting ACK or response
+	stDone    // completed (status set), waiting to be retired in order
+)
+
+// wqe is a work request's requester state.
+type wqe struct {
+	class    Class
+	length   int
+	fence    bool
+	state    uint8
+	status   Status
+	firstPSN wire.PSN
+	lastPSN  wire.PSN
+	npkts    int
+	sent     int // bytes sent (SEND/WRITE)
+	// READ progress, in response packets: readPkts arrived in order (their
+	// data is in place); bit i of readSeen says packet readPkts+i (i >= 1)
+	// arrived early and is in place too. readEnd is how far the requests
+	// believed in flight reach. A lone re-request for the missing packet
+	// readPkts (reasked) asked for packets [reaskAt, reaskEnd).
+	readPkts int
+	readSeen uint64
+	readEnd  int
+	// readEndSeen: the response at readEnd-1 came as a LAST or ONLY, so no
+	// stream of responses in flight goes further.
+	readEndSeen bool
+	reasked     bool
+	reaskAt     int
+	reaskEnd    int
+}
+
+// optPSN is a PSN that may be unset.
+type optPSN struct {
+	psn wire.PSN
+	set bool
+}
+
+// Core is one QP's requester. The zero value is unusable: call Init.
+type Core struct {
+	cfg  Config
+	sink Sink
+	now  int64 // the time of the event being handled
+
+	q               []wqe  // ring of work requests, by sequence number
+	head, cur, tail uint64 // oldest not retired; next to send; next free
+
+	psn wire.PSN // next PSN to send
+	// next is the PSN the next new request starts at: the one after the
+	// newest PSN given out. psn is behind it while a rewind sends requests
+	// again, and stays there if the requests after the last one sent again
+	// complete without being sent again.
+	next     wire.PSN
+	ackedPSN wire.PSN // oldest PSN not yet acknowledged
+	// sentTo is the PSN after the newest one sent (for a READ request,
+	// after the last PSN of its responses). psn is behind it while a
+	// rewind sends requests again; responses to PSNs from sentTo on are
+	// answers to nothing sent.
+	sentTo    wire.PSN
+	rdAtomic  int // READ/atomic requests outstanding
+	retryLeft int
+	rnrLeft   int
+	deadline  int64 // retransmit deadline, nanoseconds; 0 = none
+	mode      Mode
+	// recoverPSN ends a recovery: the PSN after the newest one sent when
+	// it started.
+	recoverPSN wire.PSN
+	noAckPkts  int // packets since the last AckReq
+	// peerAcked is the newest PSN the responder has acknowledged. An
+	// acknowledgement cannot complete requests behind a READ or atomic
+	// still waiting for its response; they complete from it once that
+	// response is in, without being sent again.
+	peerAcked optPSN
+	// nakPSN is the PSN the last PSN sequence NAK rewound to.
+	nakPSN optPSN
+
+	pkt Packet // scratch for Transmit
+}
+
+// Init sets up a requester for a send queue of depth work requests.
+func (c *Core) Init(depth int, sink Sink) {
+	*c = Core{q: make([]wqe, depth), sink: sink}
+}
+
+// Reset returns the requester to its state after Init (the QP's RESET).
+func (c *Core) Reset() {
+	q, sink, cfg := c.q, c.sink, c.cfg
+	clear(q)
+	*c = Core{q: q, sink: sink, cfg: cfg}
+}
+
+// Configure sets the QP attributes the requester follows.
+func (c *Core) Configure(cfg Config) { c.cfg = cfg }
+
+// SetPSN sets the next PSN to send (the QP's sq_psn).
+func (c *Core) SetPSN(p wire.PSN) { c.psn, c.ackedPSN, c.next, c.sentTo = p, p, p, p }
+
+// SetRetry sets retry_cnt and restarts the count of retries left.
+func (c *Core) SetRetry(n int) { c.cfg.RetryCnt, c.retryLeft = n, n }
+
+// SetRNRRetry sets rnr_retry and restarts the count of RNR retries left.
+func (c *Core) SetRNRRetry(n int) { c.cfg.RNRRetry, c.rnrLeft = n, n }
+
+// PSN returns the next PSN to send.
+func (c *Core) PSN() wire.PSN { return c.psn }
+
+// AckedPSN returns the oldest PSN not yet acknowledged.
+func (c *Core) AckedPSN() wire.PSN { return c.ackedPSN }
+
+// Mode returns the recovery mode.
+func (c *Core) Mode() Mode { return c.mode }
+
+// Deadline returns the retransmit deadline in nanoseconds, 0 if none.
+func (c *Core) Deadline() int64 { return c.deadline }
+
+// Outstanding returns how many posted work requests have not retired.
+func (c *Core) Outstanding() int { return int(c.tail - c.head) }
+
+// Tail returns the sequence number the next Post gives.
+func (c *Core) Tail() uint64 { return c.tail }
+
+// Depth returns the number of work requests the send queue holds.
+func (c *Core) Depth() int { return len(c.q) }
+
+// Drained reports whether nothing started is still outstanding (SQD's
+// drained condition).
+func (c *Core) Drained() bool {
+	for i := c.head; i != c.tail; i++ {
+		if c.at(i).state != stPosted {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Core) at(seq uint64) *wqe { return &c.q[seq%uint64(len(c.q))] }
+
+// Post queues a work request and returns its sequence number; the caller
+// keeps its data in a slot of its own under the same number (modulo
+// Depth). The queue must not be full.
+func (c *Core) Post(class Class, length int, fence bool) uint64 {
+	seq := c.tail
+	*c.at(seq) = wqe{class: class, length: length, fence: fence, state: stPosted}
+	c.tail++
+	return seq
+}
+
+// packetsFor returns how many PSNs a message of n bytes uses.
+func packetsFor(n, mtu int) int {
+	if n == 0 {
+		return 1
+	}
+	return (n + mtu - 1) / mtu
+}
+
+// Progress sends what the window and credits allow.
+func (c *Core) Progress(now int64, g Gate) {
+	c.now = now
+	c.progress(g)
+}
+
+func (c *Core) progress(g Gate) {
+	if c.mode == RNRWait || g == Hold {
+		return // an RNR NAK pauses the requester until its timer fires
+	}
+	for c.cur != c.tail {
+		idx := c.cur
+		w := c.at(idx)
+		if w.state == stPosted {
+			if g == Drain {
+				return // draining starts nothing new
+			}
+			if !c.start(idx, w) {
+				return
+			}
+		}
+		if !c.sendPackets(idx, w) {
+			return
+		}
+		if c.cur == idx {
+			c.cur++
+		}
+	}
+}
+
+// start decides whether w may start now and assigns its PSNs.
+func (c *Core) start(seq uint64, w *wqe) bool {
+	if c.cfg.Transport == RC {
+		if w.fence && c.rdAtomic > 0 {
+			return false
+		}
+		if w.class.rdAtomic() {
+			if c.rdAtomic >= max(c.cfg.MaxRdAtomic, 1) {
+				return false
+			}
+			c.rdAtomic++
+		}
+	}
+	if c.cfg.Transport == UD && w.length > c.cfg.MTU {
+		// IBTA C10-93.1.1: a UD message longer than the port MTU emits no
+		// packet and is not an error; Linux rxe completes it successfully.
+		c.complete(w, Success)
+		return true // nothing left to send: sendPackets passes over it
+	}
+	w.npkts = 1
+	if w.class == Read || w.class.multiPacket() && c.cfg.Transport != UD {
+		w.npkts = packetsFor(w.length, c.cfg.MTU)
+	}
+	// Every request before w has been sent or has completed (progress
+	// reached w), but a rewind leaves psn after the last one it sent
+	// again: requests behind that one that completed meanwhile are passed
+	// over without moving psn. w starts after the newest PSN given out;
+	// starting at psn would reuse a PSN the responder has seen, and it
+	// would take w for a duplicate (an atomic would get another one's
+	// saved result, without being executed).
+	c.psn = c.next
+	if c.cfg.Transport == RC && c.oldestOutstanding() == nil {
+		// Nothing before w is outstanding: every PSN before it is
+		// acknowledged, even if the acknowledgements that said so could
+		// not move ackedPSN (a READ or atomic response completing a
+		// request behind one still missing its response).
+		c.ackedTo(c.psn)
+	}
+	w.firstPSN = c.psn
+	w.lastPSN = c.psn.Add(w.npkts - 1)
+	c.next = w.lastPSN.Add(1)
+	w.sent = 0
+	w.readPkts, w.readSeen, w.readEnd, w.reasked = 0, 0, 0, false
+	w.state = stSending
+	return true
+}
+
+// sendPackets emits w's remaining packets within the window. It reports
+// true when every packet of w has been sent.
+func (c *Core) sendPackets(seq uint64, w *wqe) bool {
+	if w.class.rdAtomic() {
+		if w.state != stSending {
+			return true
+		}
+		if !c.windowOpen(w.npkts) {
+			return false
+		}
+		c.emit(seq, w, w.firstPSN.Add(w.readPkts), 0, 0)
+		w.state = stSent
+		c.psn = w.lastPSN.Add(1)
+		return true
+	}
+	mtu := c.cfg.MTU
+	for w.state == stSending {
+		if c.cfg.Transport == RC && !c.windowOpen(1) {
+			return false
+		}
+		off := w.sent
+		n := min(w.length-off, mtu)
+		psn := w.firstPSN.Add(off / mtu)
+		if !c.emit(seq, w, psn, off, n) {
+			return true // failed and completed with an error
+		}
+		w.sent += n
+		c.psn = psn.Add(1)
+		if w.sent >= w.length {
+			w.state = stSent
+			if c.cfg.Transport != RC {
+				c.complete(w, Success)
+			}
+		}
+	}
+	return true
+}
+
+func (c *Core) windowOpen(n int) bool {
+	if c.cfg.Transport != RC {
+		return true
+	}
+	inFlight := int(c.psn.Diff(c.ackedPSN))
+	return inFlight == 0 || inFlight+n <= MaxUnacked
+}
+
+// emit has the Sink send one request packet of w at psn carrying bytes
+// [off, off+n) of the message. It reports false if the request failed.
+func (c *Core) emit(seq uint64, w *wqe, psn wire.PSN, off, n int) bool {
+	p := &c.pkt
+	*p = Packet{Seq: seq, PSN: psn, First: off == 0, Last: off+n >= w.length, Off: off, N: n}
+	if w.class == Read {
+		mtu := c.cfg.MTU
+		done := w.readPkts * mtu
+		rn := w.length - done
+		if w.readPkts > 0 || w.readSeen != 0 {
+			// The responder has executed the request (a response came), so
+			// this one is a duplicate to it, answered from memory. Ask for
+			// at most a window of responses (asking for the whole rest
+			// after each lost response would cost traffic quadratic in the
+			// message length), and only up to the first one already in,
+			// included: its second copy ends the answer, so its arrival
+			// without the ones before it says they were lost again.
+			// Never before a response has come: a part sent first would be
+			// executed as a shorter READ, leaving the responder's expected
+			// PSN inside this one's range.
+			k := min(packetsFor(rn, mtu), MaxUnacked)
+			if w.readSeen != 0 {
+				k = min(k, bits.TrailingZeros64(w.readSeen)+1)
+			}
+			rn = min(rn, k*mtu)
+		}
+		w.reaskEnd = w.readPkts + packetsFor(rn, mtu)
+		if w.reaskEnd > w.readEnd {
+			w.readEnd, w.readEndSeen = w.reaskEnd, false
+		}
+		p.ReadOff, p.ReadLen = done, rn
+	}
+	if c.cfg.Transport == RC {
+		c.noAckPkts++
+		if p.Last || c.noAckPkts >= AckEvery || w.class == Read {
+			p.AckReq = true
+			c.noAckPkts = 0
+		}
+	}
+	if st := c.sink.Transmit(p); st != Success {
+		c.fail(w, st)
+		return false
+	}
+	end := psn.Add(1)
+	if w.class == Read {
+		end = w.lastPSN.Add(1)
+	}
+	if end.After(c.sentTo) {
+		c.sentTo = end
+	}
+	if c.cfg.Transport == RC {
+		c.armRetry()
+	}
+	return true
+}
+
+// complete marks w done with status st and retires every finished work
+// request at the head of the queue, in order.
+func (c *Core) complete(w *wqe, st Status) {
+	if w.state == stDone {
+		return
+	}
+	w.state = stDone
+	w.status = st
+	if c.cfg.Transport == RC && w.class.rdAtomic() && c.rdAtomic > 0 {
+		c.rdAtomic--
+	}
+	c.retire()
+}
+
+func (c *Core) retire() {
+	for c.head != c.tail {
+		seq := c.head
+		w := c.at(seq)
+		if w.state != stDone {
+			break
+		}
+		// Retire before telling the Sink: a completion queue overflow
+		// moves the QP to the error state, whose Flush retires the rest
+		// of the queue re-entrantly.
+		st := w.status
+		w.state = stIdle
+		c.head++
+		if c.cur < c.head {
+			c.cur = c.head
+		}
+		c.sink.Retire(seq, st)
+	}
+}
+
+// fail completes w with an error and has the QP move to the error state,
+// which flushes everything after it.
+func (c *Core) fail(w *wqe, st Status) {
+	c.complete(w, st)
+	c.sink.Fatal()
+}
+
+// Flush completes every outstanding work request with Flushed (the QP's
+// error state).
+func (c *Core) Flush() {
+	for i := c.head; i != c.tail; i++ {
+		w := c.at(i)
+		if w.state != stDone {
+			w.state = stDone
+			w.status = Flushed
+		}
+	}
+	c.rdAtomic = 0
+	c.retire()
+}

@@ -1,0 +1,481 @@
+package requester
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/softrdma/softrdma/wire"
+)
+
+const (
+	mtu     = 256
+	timeout = int64(1_000_000)   // the ACK timeout of these tests, 1 ms
+	psn0    = wire.PSN(0xFFFFF0) // close to the wrap, so PSN arithmetic is exercised
+)
+
+var ack = wire.ACKSyndrome(0)
+
+func rcConfig() Config {
+	return Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 3, RNRRetry: 2, ACKTimeout: timeout}
+}
+
+func newRC(t *testing.T) *rec {
+	r := newRec(t, 16, rcConfig())
+	r.c.SetPSN(psn0)
+	return r
+}
+
+func wantPSNs(t *testing.T, got []Packet, first wire.PSN, n int) {
+	t.Helper()
+	want := make([]wire.PSN, n)
+	for i := range want {
+		want[i] = first.Add(i)
+	}
+	if g := psns(got); !slices.Equal(g, want) {
+		t.Fatalf("sent PSNs %v, want %v", g, want)
+	}
+}
+
+func wantRetired(t *testing.T, r *rec, want ...retirement) {
+	t.Helper()
+	if !slices.Equal(r.ret, want) {
+		t.Fatalf("retired %v, want %v", r.ret, want)
+	}
+}
+
+// TestSendAcked: a three-packet SEND goes out FIRST, MIDDLE, LAST with an
+// ACK request on the last; its ACK completes it and stops the deadline.
+func TestSendAcked(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Send, 3*mtu-10, false)
+	r.c.Progress(100, Run)
+	pkts := r.take()
+	wantPSNs(t, pkts, psn0, 3)
+	for i, p := range pkts {
+		if p.First != (i == 0) || p.Last != (i == 2) || p.AckReq != (i == 2) || p.Off != i*mtu {
+			t.Errorf("packet %d: %+v", i, p)
+		}
+	}
+	if pkts[2].N != mtu-10 {
+		t.Errorf("last packet carries %d bytes, want %d", pkts[2].N, mtu-10)
+	}
+	if r.c.Deadline() != 100+timeout || r.armAt != 100+timeout {
+		t.Errorf("deadline %d, armed %d; want %d", r.c.Deadline(), r.armAt, 100+timeout)
+	}
+	r.c.Ack(200, Run, ack, psn0.Add(1)) // partly acknowledged
+	wantRetired(t, r)
+	if r.c.AckedPSN() != psn0.Add(2) {
+		t.Errorf("acked PSN %v", r.c.AckedPSN())
+	}
+	r.c.Ack(300, Run, ack, psn0.Add(2))
+	wantRetired(t, r, retirement{0, Success})
+	if r.c.Deadline() != 0 || r.c.Outstanding() != 0 {
+		t.Errorf("deadline %d, outstanding %d after the last ACK", r.c.Deadline(), r.c.Outstanding())
+	}
+}
+
+// TestWindow: no more than MaxUnacked packets are in flight; an ACK opens
+// the window again.
+func TestWindow(t *testing.T) {
+	r := newRec(t, 4, rcConfig())
+	r.c.Post(Write, 200*mtu, false)
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), 0, MaxUnacked)
+	r.c.Ack(1, Run, ack, 9)
+	wantPSNs(t, r.take(), MaxUnacked, 10)
+	r.c.Ack(2, Run, ack, 199) // not sent yet: stale
+	if len(r.pkts) != 0 || r.counts[Duplicate] != 1 {
+		t.Fatalf("an ACK for a PSN not sent was acted on")
+	}
+	r.c.Ack(2, Run, ack, MaxUnacked+9)
+	wantPSNs(t, r.take(), MaxUnacked+10, 200-MaxUnacked-10)
+	r.c.Ack(3, Run, ack, 199)
+	wantRetired(t, r, retirement{0, Success})
+}
+
+// TestAckEvery: a long message asks for an ACK at least every AckEvery
+// packets.
+func TestAckEvery(t *testing.T) {
+	r := newRec(t, 4, rcConfig())
+	r.c.Post(Send, 100*mtu, false)
+	r.c.Progress(0, Run)
+	var at []int
+	for i, p := range r.take() {
+		if p.AckReq {
+			at = append(at, i)
+		}
+	}
+	if want := []int{AckEvery - 1, 99}; !slices.Equal(at, want) {
+		t.Errorf("AckReq on packets %v, want %v", at, want)
+	}
+}
+
+// TestReadCreditsAndFence: READs beyond max_rd_atomic wait for a credit; a
+// fenced request waits until no READ or atomic is outstanding.
+func TestReadCreditsAndFence(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Read, 2*mtu, false) // PSNs 0-1
+	r.c.Post(Atomic, 8, false)   // 2
+	r.c.Post(Read, mtu, false)   // no credit (MaxRdAtomic 2)
+	r.c.Progress(0, Run)
+	pkts := r.take()
+	if got := psns(pkts); !slices.Equal(got, []wire.PSN{psn0, psn0.Add(2)}) {
+		t.Fatalf("sent %v: want the READ (two PSNs) and the atomic", got)
+	}
+	if p := pkts[0]; p.ReadOff != 0 || p.ReadLen != 2*mtu || !p.AckReq {
+		t.Errorf("READ request %+v", p)
+	}
+	r.c.AtomicAck(1, Run, psn0.Add(2), 42) // completes the atomic, not the READ before it
+	if r.orig[1] != 42 {
+		t.Errorf("atomic result %v", r.orig)
+	}
+	wantRetired(t, r)
+	// The atomic's credit lets the third request go.
+	if got := psns(r.take()); !slices.Equal(got, []wire.PSN{psn0.Add(3)}) {
+		t.Fatalf("sent %v, want the next READ", got)
+	}
+}
+
+// TestFence: a fenced SEND waits for the READ before it to complete.
+func TestFence(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Read, mtu, false)
+	r.c.Post(Send, 10, true)
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), psn0, 1)
+	r.c.ReadResponse(1, Run, psn0, make([]byte, mtu), true)
+	wantRetired(t, r, retirement{0, Success})
+	wantPSNs(t, r.take(), psn0.Add(1), 1)
+}
+
+// TestSequenceNAK: a PSN sequence NAK rewinds to its PSN and starts a
+// recovery with the short deadline; a copy of the same NAK is ignored.
+func TestSequenceNAK(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Send, 4*mtu, false)
+	r.c.Progress(0, Run)
+	r.take()
+	r.c.Ack(10, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(2))
+	pkts := r.take()
+	wantPSNs(t, pkts, psn0.Add(2), 2)
+	if !pkts[0].AckReq {
+		t.Errorf("the first packet sent again does not ask for an ACK")
+	}
+	if r.c.Mode() != Recovering || r.c.Deadline() != 10+timeout/RecoveryDivisor {
+		t.Errorf("mode %v, deadline %d; want Recovering, %d", r.c.Mode(), r.c.Deadline(), 10+timeout/RecoveryDivisor)
+	}
+	r.c.Ack(11, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(2))
+	if len(r.take()) != 0 || r.counts[Duplicate] != 1 {
+		t.Errorf("a copy of the NAK was acted on (duplicates %d)", r.counts[Duplicate])
+	}
+	r.c.Ack(12, Run, ack, psn0.Add(3))
+	wantRetired(t, r, retirement{0, Success})
+	if r.c.Mode() != Steady {
+		t.Errorf("mode %v after the recovery, want Steady", r.c.Mode())
+	}
+}
+
+// TestNAKStatuses: the other NAK codes fail the request with their status,
+// and everything after it is flushed.
+func TestNAKStatuses(t *testing.T) {
+	for code, st := range map[wire.NAKCode]Status{
+		wire.NAKInvalidReq: RemoteInvalid, wire.NAKRemoteAccess: RemoteAccess, wire.NAKRemoteOp: RemoteOperation,
+	} {
+		r := newRC(t)
+		r.c.Post(Write, mtu, false)
+		r.c.Post(Send, mtu, false)
+		r.c.Post(Send, mtu, false)
+		r.c.Progress(0, Run)
+		r.c.Ack(1, Run, wire.NAKSyndrome(code), psn0.Add(1))
+		wantRetired(t, r, retirement{0, Success}, retirement{1, st}, retirement{2, Flushed})
+		if r.fatal != 1 {
+			t.Errorf("%v: %d Fatal calls", code, r.fatal)
+		}
+	}
+}
+
+// TestTimeouts: each ACK timeout without progress resends from the oldest
+// unacknowledged PSN and uses a retry; after retry_cnt of them the request
+// fails with RetryExceeded. A timer firing early only re-arms.
+func TestTimeouts(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Send, 2*mtu, false)
+	r.c.Progress(0, Run)
+	r.take()
+	r.c.Timer(timeout/2, Run)
+	if len(r.take()) != 0 || r.armAt != timeout {
+		t.Fatalf("an early timer resent or did not re-arm for %d (armed %d)", timeout, r.armAt)
+	}
+	now := int64(0)
+	for i := range 3 {
+		now += timeout
+		r.c.Timer(now, Run)
+		wantPSNs(t, r.take(), psn0, 2)
+		if r.counts[RetryTimeout] != i+1 {
+			t.Fatalf("timeouts counted %d", r.counts[RetryTimeout])
+		}
+	}
+	now += timeout
+	r.c.Timer(now, Run)
+	wantRetired(t, r, retirement{0, RetryExceeded})
+	// Progress restarts the count.
+	r = newRC(t)
+	r.c.Post(Send, 2*mtu, false)
+	r.c.Progress(0, Run)
+	for i := range 10 {
+		now := int64(i+1) * timeout
+		r.c.Timer(now, Run)
+		if i == 5 {
+			r.c.Ack(now, Run, ack, psn0) // half the message
+		}
+	}
+	if len(r.ret) != 1 || r.ret[0].st != RetryExceeded {
+		t.Fatalf("retired %v", r.ret)
+	}
+}
+
+// TestRecoveryDeadline: in a recovery the first expiry of the short
+// deadline resends without using a retry (RecoveringFired); the next one
+// falls back to Steady and uses one.
+func TestRecoveryDeadline(t *testing.T) {
+	r := newRC(t)
+	r.c.SetRetry(1)
+	r.c.Post(Send, 3*mtu, false)
+	r.c.Progress(0, Run)
+	r.c.Ack(0, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(1))
+	r.take()
+	short := timeout / RecoveryDivisor
+	r.c.Timer(short, Run)
+	wantPSNs(t, r.take(), psn0.Add(1), 2)
+	if r.c.Mode() != RecoveringFired || r.counts[RetryTimeout] != 0 {
+		t.Fatalf("mode %v, retries used %d", r.c.Mode(), r.counts[RetryTimeout])
+	}
+	r.c.Timer(2*short, Run)
+	wantPSNs(t, r.take(), psn0.Add(1), 2)
+	if r.c.Mode() != Steady || r.counts[RetryTimeout] != 1 {
+		t.Fatalf("mode %v, retries used %d", r.c.Mode(), r.counts[RetryTimeout])
+	}
+	r.c.Timer(2*short+timeout, Run)
+	wantRetired(t, r, retirement{0, RetryExceeded})
+}
+
+// TestRNR: an RNR NAK pauses the requester for its timer, which resends
+// from the NAK's PSN; RNR retries run out unless rnr_retry is 7.
+func TestRNR(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Send, mtu, false)
+	r.c.Post(Send, mtu, false)
+	r.c.Progress(0, Run)
+	r.take()
+	rnr := wire.RNRSyndrome(14)
+	r.c.Ack(1, Run, rnr, psn0.Add(1))
+	wantRetired(t, r, retirement{0, Success})
+	if r.c.Mode() != RNRWait || r.rnr != int64(rnr.RNRTimer()) || r.c.Deadline() != 0 {
+		t.Fatalf("mode %v, RNR wait %d, deadline %d", r.c.Mode(), r.rnr, r.c.Deadline())
+	}
+	r.c.Post(Send, mtu, false)
+	r.c.Progress(2, Run)
+	r.c.Timer(2*timeout, Run)
+	if len(r.take()) != 0 {
+		t.Fatal("sent while waiting for the RNR timer")
+	}
+	r.c.RNRTimer(3, Run)
+	wantPSNs(t, r.take(), psn0.Add(1), 2)
+	r.c.Ack(4, Run, rnr, psn0.Add(1))
+	r.c.RNRTimer(5, Run)
+	r.take()
+	r.c.Ack(6, Run, rnr, psn0.Add(1)) // the third: rnr_retry is 2
+	wantRetired(t, r, retirement{0, Success}, retirement{1, RNRRetryExceeded}, retirement{2, Flushed})
+
+	r = newRC(t)
+	r.c.SetRNRRetry(7)
+	r.c.Post(Send, mtu, false)
+	r.c.Progress(0, Run)
+	for i := range 20 {
+		r.c.Ack(int64(i), Run, rnr, psn0)
+		r.c.RNRTimer(int64(i), Run)
+	}
+	wantRetired(t, r)
+	if r.rnrs != 20 {
+		t.Errorf("%d RNR waits, want 20", r.rnrs)
+	}
+}
+
+// TestReadResponses: responses are placed at the offset their PSN gives,
+// in any order; a response ReadReorder past a missing one asks for the
+// missing part again, up to the first response already in.
+func TestReadResponses(t *testing.T) {
+	r := newRC(t)
+	n := 40
+	r.c.Post(Read, n*mtu, false)
+	r.c.Progress(0, Run)
+	r.take()
+	pl := make([]byte, mtu)
+	r.c.ReadResponse(1, Run, psn0, pl, false)
+	for i := 2; i < 2+ReadReorder; i++ { // response 1 is lost
+		r.c.ReadResponse(1, Run, psn0.Add(i), pl, false)
+		if i < 1+ReadReorder && len(r.pkts) != 0 {
+			t.Fatalf("asked again after %d responses past the gap", i-1)
+		}
+	}
+	pkts := r.take()
+	if len(pkts) != 1 {
+		t.Fatalf("%d requests, want 1", len(pkts))
+	}
+	if p := pkts[0]; p.PSN != psn0.Add(1) || p.ReadOff != mtu || p.ReadLen != 2*mtu {
+		t.Fatalf("re-request %+v, want PSN %v, offset %d, 2 packets", p, psn0.Add(1), mtu)
+	}
+	if r.c.Mode() != Recovering || r.counts[OutOfOrder] != 1 {
+		t.Fatalf("mode %v, out of order %d", r.c.Mode(), r.counts[OutOfOrder])
+	}
+	r.c.ReadResponse(2, Run, psn0.Add(1), pl, false)
+	for i := 2 + ReadReorder; i < n; i++ {
+		r.c.ReadResponse(3, Run, psn0.Add(i), pl, i == n-1)
+	}
+	wantRetired(t, r, retirement{0, Success})
+	got := slices.Sorted(slices.Values(r.placed[0]))
+	for i := range n {
+		if got[i] != i*mtu {
+			t.Fatalf("placed at %v", got)
+		}
+	}
+}
+
+// TestBadReadResponse: a response of the wrong length where one is expected
+// fails the READ.
+func TestBadReadResponse(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Read, 2*mtu, false)
+	r.c.Post(Send, 1, false)
+	r.c.Progress(0, Run)
+	r.c.ReadResponse(1, Run, psn0, make([]byte, mtu-1), false)
+	wantRetired(t, r, retirement{0, BadResponse}, retirement{1, Flushed})
+}
+
+// TestLocalFailures: a request the Sink cannot build, or a response it
+// cannot place, fails the request with the Sink's status.
+func TestLocalFailures(t *testing.T) {
+	r := newRC(t)
+	r.failTransmit = map[uint64]Status{1: LocalProtection}
+	r.c.Post(Send, 1, false)
+	r.c.Post(Send, 1, false)
+	r.c.Post(Send, 1, false)
+	r.c.Progress(0, Run)
+	wantRetired(t, r, retirement{0, Flushed}, retirement{1, LocalProtection}, retirement{2, Flushed})
+
+	r = newRC(t)
+	r.failPlace = LocalProtection
+	r.c.Post(Read, mtu, false)
+	r.c.Progress(0, Run)
+	r.c.ReadResponse(1, Run, psn0, make([]byte, mtu), true)
+	wantRetired(t, r, retirement{0, LocalProtection})
+
+	r = newRC(t)
+	r.failDeliver = LocalProtection
+	r.c.Post(Atomic, 8, false)
+	r.c.Progress(0, Run)
+	r.c.AtomicAck(1, Run, psn0, 1)
+	wantRetired(t, r, retirement{0, LocalProtection})
+}
+
+// TestStaleResponses: responses for PSNs outside the outstanding requests
+// are counted and change nothing.
+func TestStaleResponses(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Send, 2*mtu, false)
+	r.c.Progress(0, Run)
+	r.take()
+	for _, p := range []wire.PSN{psn0.Add(-2), psn0.Add(2), psn0.Add(1000)} {
+		r.c.Ack(1, Run, ack, p)
+		r.c.AtomicAck(1, Run, p, 1)
+		r.c.ReadResponse(1, Run, p, nil, true)
+	}
+	if r.counts[Duplicate] != 9 || len(r.ret) != 0 || len(r.pkts) != 0 || r.c.AckedPSN() != psn0 {
+		t.Fatalf("duplicates %d, retired %v, sent %d, acked %v", r.counts[Duplicate], r.ret, len(r.pkts), r.c.AckedPSN())
+	}
+}
+
+// TestAckBehindRead: an ACK past a READ still without its response
+// completes nothing behind it and asks for the READ again, alone; the
+// requests behind complete from that ACK once the READ's response is in.
+func TestAckBehindRead(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Read, mtu, false)
+	r.c.Post(Send, 1, false)
+	r.c.Progress(0, Run)
+	r.take()
+	r.c.Ack(1, Run, ack, psn0.Add(1))
+	wantRetired(t, r)
+	pkts := r.take()
+	if len(pkts) != 1 || pkts[0].PSN != psn0 || pkts[0].ReadLen != mtu {
+		t.Fatalf("re-request %+v", pkts)
+	}
+	r.c.ReadResponse(2, Run, psn0, make([]byte, mtu), true)
+	wantRetired(t, r, retirement{0, Success}, retirement{1, Success})
+	if len(r.take()) != 0 {
+		t.Error("the SEND was sent again")
+	}
+}
+
+// TestUnreliable: UC and UD requests complete once sent; a UD message
+// longer than the MTU completes without a packet (IBTA C10-93.1.1).
+func TestUnreliable(t *testing.T) {
+	r := newRec(t, 4, Config{Transport: UC, MTU: mtu})
+	r.c.Post(Write, 3*mtu, false)
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), 0, 3)
+	wantRetired(t, r, retirement{0, Success})
+	if r.arms != 0 {
+		t.Error("UC armed a retransmit timer")
+	}
+	r = newRec(t, 4, Config{Transport: UD, MTU: mtu})
+	r.c.Post(Send, mtu+1, false)
+	r.c.Post(Send, mtu, false)
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), 0, 1)
+	wantRetired(t, r, retirement{0, Success}, retirement{1, Success})
+}
+
+// TestGates: Hold sends nothing; Drain finishes what has started and
+// starts nothing new.
+func TestGates(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Write, 200*mtu, false)
+	r.c.Post(Send, 1, false)
+	r.c.Progress(0, Hold)
+	if len(r.pkts) != 0 || !r.c.Drained() {
+		t.Fatal("Hold sent")
+	}
+	r.c.Progress(0, Drain)
+	if len(r.pkts) != 0 {
+		t.Fatal("Drain started a request")
+	}
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), psn0, MaxUnacked)
+	if r.c.Drained() {
+		t.Fatal("drained with a request in flight")
+	}
+	r.c.Ack(1, Drain, ack, psn0.Add(MaxUnacked-1))
+	wantPSNs(t, r.take(), psn0.Add(MaxUnacked), 200-MaxUnacked)
+	r.c.Ack(2, Drain, ack, psn0.Add(199))
+	wantRetired(t, r, retirement{0, Success})
+	if len(r.take()) != 0 || !r.c.Drained() {
+		t.Fatal("Drain started the SEND, or is not drained")
+	}
+}
+
+// TestResetAndFlush: Flush completes everything outstanding in order;
+// Reset forgets the queue and the PSNs.
+func TestResetAndFlush(t *testing.T) {
+	r := newRC(t)
+	for range 3 {
+		r.c.Post(Read, mtu, false)
+	}
+	r.c.Progress(0, Run)
+	r.c.Flush()
+	wantRetired(t, r, retirement{0, Flushed}, retirement{1, Flushed}, retirement{2, Flushed})
+	r.c.Reset()
+	if r.c.Outstanding() != 0 || r.c.PSN() != 0 || r.c.Tail() != 0 || r.c.Mode() != Steady {
+		t.Fatalf("after Reset: outstanding %d, PSN %v, tail %d", r.c.Outstanding(), r.c.PSN(), r.c.Tail())
+	}
+}
