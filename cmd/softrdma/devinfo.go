@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/softrdma/softrdma/internal/netif"
-	"github.com/softrdma/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"

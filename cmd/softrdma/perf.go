@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/perftest"
-	"github.com/softrdma/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/perftest"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 )
 
 func init() {

@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/softrdma/softrdma/internal/pingpong"
-	"github.com/softrdma/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/pingpong"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 )
 
 // parseInterspersed parses flags that may come before or after the

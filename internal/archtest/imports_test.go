@@ -25,7 +25,8 @@ var layers = map[string]int{
 	// The verbs API and engine, connection management, rdma_cm.
 	"verbs": 3, "cm": 4, "rdmacm": 5,
 	// The tools' engines and the command.
-	"internal/dump": 6, "internal/tool": 6, "internal/pingpong": 7, "internal/perftest": 7,
+	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
+	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
 	"cmd/softrdma": 8,
 	// The interop suite and this test.
 	"interop": 9, "internal/archtest": 9,

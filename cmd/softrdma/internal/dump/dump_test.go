@@ -13,7 +13,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/softrdma/softrdma/internal/dump"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/dump"
 	"github.com/softrdma/softrdma/link/pcap"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/verbs"
 )
 

@@ -32,7 +32,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/verbs"
 )
 
