@@ -27,7 +27,7 @@ type frame struct {
 // captureFrames reads the rxe captures kept in wire/testdata.
 func captureFrames(tb testing.TB) []frame {
 	tb.Helper()
-	paths, err := filepath.Glob("../../wire/testdata/captures/*.pcap")
+	paths, err := filepath.Glob("../../../../wire/testdata/captures/*.pcap")
 	if err != nil || len(paths) == 0 {
 		tb.Fatalf("no captures: %v", err)
 	}
