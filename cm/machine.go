@@ -4,9 +4,7 @@
 
 package cm
 
-import (
-	"time"
-)
+import "time"
 
 func (c *Conn) checkLocked(ok ...State) error {
 	if c.m.closed || c.state == stateClosed || c.destroyed {
