@@ -16,15 +16,16 @@ import (
 func Example() {
 	n := loop.NewNetwork(loop.Config{})
 	defer n.Close()
-	open := func(ip string) *rdmacm.CM {
+	open := func(ip string) (*verbs.Device, *rdmacm.CM) {
 		l, _ := n.Attach([]netip.Addr{netip.MustParseAddr(ip)}, 4791)
 		dev, _ := verbs.Open(l, nil)
 		cm, _ := rdmacm.New([]*verbs.Device{dev}, nil)
-		return cm
+		return dev, cm
 	}
-	server, client := open("192.0.2.2"), open("192.0.2.1")
-	defer server.Devices()[0].Close()
-	defer client.Devices()[0].Close()
+	serverDev, server := open("192.0.2.2")
+	clientDev, client := open("192.0.2.1")
+	defer serverDev.Close()
+	defer clientDev.Close()
 	defer server.Close()
 	defer client.Close()
 

@@ -89,8 +89,8 @@ func New(devs []*verbs.Device, opts *Options) (*CM, error) {
 	return s, nil
 }
 
-// Devices returns the devices the CM runs on.
-func (s *CM) Devices() []*verbs.Device {
+// devices returns the devices the CM runs on.
+func (s *CM) devices() []*verbs.Device {
 	out := make([]*verbs.Device, len(s.devs))
 	for i, e := range s.devs {
 		out[i] = e.dev
@@ -98,8 +98,8 @@ func (s *CM) Devices() []*verbs.Device {
 	return out
 }
 
-// Managers returns the connection managers, one per device.
-func (s *CM) Managers() []*cm.Manager {
+// managers returns the connection managers, one per device.
+func (s *CM) managers() []*cm.Manager {
 	out := make([]*cm.Manager, len(s.devs))
 	for i, e := range s.devs {
 		out[i] = e.mgr

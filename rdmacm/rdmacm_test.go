@@ -459,7 +459,7 @@ func TestLossyConnections(t *testing.T) {
 		}
 		s.Close()
 	}
-	st := h.a.Managers()[0].Stats()
+	st := h.a.managers()[0].Stats()
 	t.Logf("client CM: %d sent, %d retransmitted, %d duplicates", st.Sent.Load(), st.Retransmits.Load(), st.Duplicates.Load())
 	if st.Retransmits.Load() == 0 {
 		t.Fatal("a lossy network caused no retransmission")

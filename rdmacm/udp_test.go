@@ -158,7 +158,7 @@ func TestConnectLoad(t *testing.T) {
 	settle := func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			if ca.Managers()[0].NumConns() == 0 && cb.Managers()[0].NumConns() == 0 {
+			if ca.managers()[0].NumConns() == 0 && cb.managers()[0].NumConns() == 0 {
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -169,7 +169,7 @@ func TestConnectLoad(t *testing.T) {
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	g0 := runtime.NumGoroutine()
-	qa0, qb0 := ca.Devices()[0].NumQPs(), cb.Devices()[0].NumQPs()
+	qa0, qb0 := ca.devices()[0].NumQPs(), cb.devices()[0].NumQPs()
 
 	const workers = 8
 	var done atomic.Int64
@@ -207,10 +207,10 @@ func TestConnectLoad(t *testing.T) {
 	settle()
 	t.Logf("all DREQ/DREP exchanges and time waits (%v each) over %v after the first Dial",
 		time.Duration(4096<<ackTimeout)*time.Nanosecond, time.Since(start).Round(time.Millisecond))
-	if x, y := ca.Managers()[0].NumConns(), cb.Managers()[0].NumConns(); x != 0 || y != 0 {
+	if x, y := ca.managers()[0].NumConns(), cb.managers()[0].NumConns(); x != 0 || y != 0 {
 		t.Fatalf("CM state left: %d / %d exchanges", x, y)
 	}
-	if qa, qb := ca.Devices()[0].NumQPs(), cb.Devices()[0].NumQPs(); qa != qa0 || qb != qb0 {
+	if qa, qb := ca.devices()[0].NumQPs(), cb.devices()[0].NumQPs(); qa != qa0 || qb != qb0 {
 		t.Fatalf("QPs leaked: %d/%d, were %d/%d", qa, qb, qa0, qb0)
 	}
 	var g int

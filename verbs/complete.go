@@ -51,10 +51,6 @@ func (s *reqSink) WaitRNR(d int64) {
 	qp.rnrT = qp.dev.clk.AfterFunc(time.Duration(d), qp.onRNRTimer)
 }
 
-// ACKTimeoutOf returns the local ACK timeout for a QP's timeout attribute:
-// 4.096 us x 2^t, 0 meaning none.
-func ACKTimeoutOf(t uint8) time.Duration { return wire.ACKTimeout(t) }
-
 func (qp *QP) onRetryTimer() {
 	qp.mu.Lock()
 	defer qp.unlockSend()

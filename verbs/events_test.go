@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/softrdma/softrdma/link/loop"
+	"github.com/softrdma/softrdma/wire"
 )
 
 func TestEventCQOverflow(t *testing.T) {
@@ -231,7 +232,7 @@ func TestEventSQDrained(t *testing.T) {
 
 	// The network heals; the ACK timeout retransmits what is outstanding.
 	w.setDrop(nil)
-	fk.Advance(ACKTimeoutOf(p.opts.timeout))
+	fk.Advance(wire.ACKTimeout(p.opts.timeout))
 	ev := expectEvent(t, p.da, EventSQDrained)
 	if ev.QP != p.qa {
 		t.Fatal("event for the wrong QP")
@@ -321,7 +322,7 @@ func TestEventPort(t *testing.T) {
 	}
 	postRecv(t, p.qb, RecvWR{ID: 7, SGL: []SGE{mb.SGE(0, 4096)}})
 	post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
-	timeout := ACKTimeoutOf(12)
+	timeout := wire.ACKTimeout(12)
 	fk.Advance(timeout) // one retry, lost too
 	expectNoWC(t, p.ca)
 	expectState(t, p.qa, StateRTS)

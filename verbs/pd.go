@@ -158,7 +158,9 @@ func (mr *MR) SGE(off, n int) SGE {
 }
 
 // Dereg deregisters the region. Its keys stop working at once. It fails with
-// ErrBusy while the region is in use (bound memory windows).
+// ErrClosed if the region is already deregistered, and with ErrBusy while
+// the memory table holds a reference on it (nothing in the stack takes one
+// yet: the mechanism is there for memory windows).
 func (mr *MR) Dereg() error {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()

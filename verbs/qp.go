@@ -350,9 +350,9 @@ var stateTable = func() (t [7][7]transition) {
 	return t
 }()
 
-// ModifyAllowed reports whether moving a QP of type t from state cur with
+// modifyAllowed reports whether moving a QP of type t from state cur with
 // attribute mask mask is legal by the IBTA table, and if not, why.
-func ModifyAllowed(t QPType, cur QPState, attr *QPAttr, mask AttrMask) error {
+func modifyAllowed(t QPType, cur QPState, attr *QPAttr, mask AttrMask) error {
 	next := cur
 	if mask&AttrState != 0 {
 		next = attr.State
@@ -394,7 +394,7 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	if mask&AttrCurState != 0 && attr.CurState != cur {
 		return errf(ErrInvalid, "current state is %v, attribute says %v", cur, attr.CurState)
 	}
-	if err := ModifyAllowed(qp.typ, cur, attr, mask); err != nil {
+	if err := modifyAllowed(qp.typ, cur, attr, mask); err != nil {
 		return err
 	}
 	// Validate values before changing anything.

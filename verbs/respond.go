@@ -174,7 +174,9 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 	case info.Is(wire.FlagAtomic):
 		qp.rcAtomicLocked(pkt)
 	default:
-		// FLUSH and ATOMIC_WRITE come with a later issue.
+		// FLUSH and ATOMIC_WRITE are not supported (the device does not
+		// advertise them): an invalid request, as rxe answers opcodes it
+		// does not implement.
 		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
 	}
 }
@@ -244,7 +246,7 @@ func (qp *QP) placeLocked(pkt wire.Packet) placeErr {
 	_, hasImm := pkt.Imm()
 	if info.Is(wire.FlagSend) {
 		if info.Is(wire.FlagInv) {
-			return placeInvalid // SEND_WITH_INV: no memory windows or invalidation yet
+			return placeInvalid // SEND_WITH_INV: the device does not support invalidation
 		}
 		if info.Is(wire.FlagStart) {
 			if !r.hasWQE && !qp.takeRecvLocked() {

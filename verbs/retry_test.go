@@ -232,7 +232,7 @@ func TestAtomicPSNNotReusedAfterRewind(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	expectNoWC(t, p.ca)
 	// The short recovery deadline resends the first atomic.
-	fk.Advance(ACKTimeoutOf(p.opts.timeout) / 8)
+	fk.Advance(wire.ACKTimeout(p.opts.timeout) / 8)
 	wc := waitWC(t, p.ca, 2, waitFor)
 	checkWC(t, wc[0], 1, Success, WCFetchAdd)
 	checkWC(t, wc[1], 2, Success, WCFetchAdd)

@@ -1,4 +1,4 @@
-// The QP state machine: ModifyAllowed against an independent transcription
+// The QP state machine: modifyAllowed against an independent transcription
 // of the IBTA transition table (as Linux has it in qp_state_table,
 // drivers/infiniband/core/verbs.c), and QP.Modify end to end through the
 // real transitions with Query reading back what was set.
@@ -101,7 +101,7 @@ func TestModifyAllowedTable(t *testing.T) {
 		t.Helper()
 		checks++
 		attr := &QPAttr{State: next}
-		err := ModifyAllowed(typ, cur, attr, mask)
+		err := modifyAllowed(typ, cur, attr, mask)
 		switch {
 		case want && err != nil:
 			t.Errorf("%v %v->%v mask %#x (%s): rejected: %v", typ, cur, next, int(mask), why, err)
@@ -141,12 +141,12 @@ func TestModifyAllowedTable(t *testing.T) {
 			for _, b := range allBits {
 				want := legal && r.req[typ] == 0 && r.opt[typ]&b != 0
 				checks++
-				err := ModifyAllowed(typ, cur, &QPAttr{State: StateErr}, b)
+				err := modifyAllowed(typ, cur, &QPAttr{State: StateErr}, b)
 				if want != (err == nil) || (err != nil && !errors.Is(err, ErrInvalid)) {
 					t.Errorf("%v %v without AttrState, mask %#x: err %v, want allowed=%v", typ, cur, int(b), err, want)
 				}
 			}
-			if err := ModifyAllowed(typ, cur, &QPAttr{}, 0); legal != (err == nil) {
+			if err := modifyAllowed(typ, cur, &QPAttr{}, 0); legal != (err == nil) {
 				t.Errorf("%v %v with an empty mask: err %v, want allowed=%v", typ, cur, err, legal)
 			}
 		}
@@ -166,7 +166,7 @@ func TestModifyAllowedBadArguments(t *testing.T) {
 		{RC, StateRTS, QPState(7)},
 		{UD, StateRTS, QPState(-1)},
 	} {
-		err := ModifyAllowed(c.typ, c.cur, &QPAttr{State: c.next}, AttrState)
+		err := modifyAllowed(c.typ, c.cur, &QPAttr{State: c.next}, AttrState)
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v %v->%v: err %v, want ErrInvalid", c.typ, c.cur, c.next, err)
 		}

@@ -606,7 +606,7 @@ func TestStatusRetryExcErr(t *testing.T) {
 			if n := sent(); n != 1 {
 				t.Fatalf("%d packets sent, want 1", n)
 			}
-			timeout := ACKTimeoutOf(12)
+			timeout := wire.ACKTimeout(12)
 			for i := 1; i <= int(retry); i++ {
 				fk.Advance(timeout)
 				if n := sent(); n != 1+i {

@@ -8,15 +8,6 @@ import (
 	"unsafe"
 )
 
-// AtomicOp selects an atomic operation for Atomic.
-type AtomicOp uint8
-
-// Atomic operations.
-const (
-	OpCompareSwap AtomicOp = iota + 1 // ATOMIC CmpSwap
-	OpFetchAdd                        // ATOMIC FetchAdd
-)
-
 // word returns b as a *uint64, or an error if it is not one 8-byte aligned
 // word.
 func word(b []byte) (*uint64, error) {
@@ -40,7 +31,7 @@ func mustWord(b []byte) *uint64 {
 
 // CompareSwap atomically replaces the host-endian uint64 at b with swap if it
 // equals compare, and returns the value it held before. b must be 8 bytes at
-// an 8-byte aligned address, else CompareSwap panics; see Atomic.
+// an 8-byte aligned address, else CompareSwap panics; see word.
 func CompareSwap(b []byte, compare, swap uint64) (orig uint64) {
 	return compareSwap(mustWord(b), compare, swap)
 }
@@ -58,30 +49,7 @@ func compareSwap(p *uint64, compare, swap uint64) uint64 {
 
 // FetchAdd atomically adds add (modulo 2^64) to the host-endian uint64 at b
 // and returns the value it held before. b must be 8 bytes at an 8-byte
-// aligned address, else FetchAdd panics; see Atomic.
+// aligned address, else FetchAdd panics; see word.
 func FetchAdd(b []byte, add uint64) (orig uint64) {
 	return atomic.AddUint64(mustWord(b), add) - add
-}
-
-// Atomic applies op to the host-endian uint64 at b and returns its original
-// value: for OpCompareSwap, a is the compare and c the swap operand; for
-// OpFetchAdd, a is the addend and c is ignored. The transport converts the
-// big-endian AtomicETH operands to host values before calling, and the
-// original value back for the AtomicAckETH. Atomic operations from any
-// goroutines are atomic with respect to each other (not to plain copies such
-// as Scatter into the same bytes). It fails with ErrBounds unless len(b) is 8,
-// with ErrAlign unless b's address is 8-byte aligned (the responder answers
-// with a misaligned-atomic NAK), and with ErrInvalid for an unknown op.
-func Atomic(b []byte, op AtomicOp, a, c uint64) (orig uint64, err error) {
-	p, err := word(b)
-	if err != nil {
-		return 0, err
-	}
-	switch op {
-	case OpCompareSwap:
-		return compareSwap(p, a, c), nil
-	case OpFetchAdd:
-		return atomic.AddUint64(p, a) - a, nil
-	}
-	return 0, ErrInvalid
 }

@@ -2,6 +2,7 @@ package mem
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 )
@@ -169,4 +170,39 @@ func TestAtomicDoesNotAllocate(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { _, _ = Atomic(b, OpCompareSwap, 1, 2) }); a != 0 {
 		t.Errorf("%v allocations", a)
 	}
+}
+
+// The tests drive both operations through one function, with the checks
+// the responder makes first (word).
+
+// AtomicOp selects an atomic operation for Atomic (tests).
+type AtomicOp uint8
+
+// Atomic operations.
+const (
+	OpCompareSwap AtomicOp = iota + 1 // ATOMIC CmpSwap
+	OpFetchAdd                        // ATOMIC FetchAdd
+)
+
+// Atomic (tests) applies op to the host-endian uint64 at b and returns its original
+// value: for OpCompareSwap, a is the compare and c the swap operand; for
+// OpFetchAdd, a is the addend and c is ignored. The transport converts the
+// big-endian AtomicETH operands to host values before calling, and the
+// original value back for the AtomicAckETH. Atomic operations from any
+// goroutines are atomic with respect to each other (not to plain copies such
+// as Scatter into the same bytes). It fails with ErrBounds unless len(b) is 8,
+// with ErrAlign unless b's address is 8-byte aligned (the responder answers
+// with a misaligned-atomic NAK), and with ErrInvalid for an unknown op.
+func Atomic(b []byte, op AtomicOp, a, c uint64) (orig uint64, err error) {
+	p, err := word(b)
+	if err != nil {
+		return 0, err
+	}
+	switch op {
+	case OpCompareSwap:
+		return compareSwap(p, a, c), nil
+	case OpFetchAdd:
+		return atomic.AddUint64(p, a) - a, nil
+	}
+	return 0, ErrInvalid
 }

@@ -48,7 +48,8 @@ type MR struct {
 const dead = 1 << 62
 
 // Acquire takes a reference on the region, keeping Deregister from removing
-// it (memory windows bound to it, operations in flight). It reports false,
+// it. No caller takes one yet; it is the mechanism for memory windows bound
+// to a region, which must keep it registered. It reports false,
 // taking nothing, if the region has already been deregistered.
 func (mr *MR) Acquire() bool {
 	for {

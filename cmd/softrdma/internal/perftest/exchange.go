@@ -236,10 +236,6 @@ func newConn(ctx context.Context, c net.Conn, client bool) *Conn {
 	return x
 }
 
-// NewConn wraps an established connection (for tests); client says which
-// side writes first.
-func NewConn(c net.Conn, client bool) *Conn { return newConn(context.Background(), c, client) }
-
 // Close closes the connection.
 func (x *Conn) Close() error {
 	if x.m != nil {

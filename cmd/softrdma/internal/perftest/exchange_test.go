@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -125,7 +126,7 @@ func TestBWReport(t *testing.T) {
 // reads first, and that a peer closing mid-message is an exchange error.
 func TestExchangeOrder(t *testing.T) {
 	a, b := net.Pipe()
-	cli, srv := NewConn(a, true), NewConn(b, false)
+	cli, srv := testConn(a, true), testConn(b, false)
 	done := make(chan error, 1)
 	go func() {
 		got, err := srv.Exchange([]byte("srv!"), 4, "test")
@@ -145,7 +146,7 @@ func TestExchangeOrder(t *testing.T) {
 		b.Write([]byte("12"))
 		b.Close()
 	}()
-	srvSide := NewConn(a, false)
+	srvSide := testConn(a, false)
 	if _, err := srvSide.Exchange([]byte("xxxx"), 4, "test"); !errors.Is(err, ErrExchange) {
 		t.Fatalf("truncated message: %v, want ErrExchange", err)
 	}
@@ -202,3 +203,7 @@ func FuzzParseVersion(f *testing.F) {
 		}
 	})
 }
+
+// testConn wraps an established connection; client says which side writes
+// first.
+func testConn(c net.Conn, client bool) *Conn { return newConn(context.Background(), c, client) }
