@@ -164,9 +164,7 @@ func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 		if init.SRQ.pd.dev != d {
 			return nil, errf(ErrInvalid, "SRQ of another device")
 		}
-		if init.Type == UC {
-			// Allowed by libibverbs for UC? rxe allows SRQ with RC and UD and UC.
-		}
+		// An SRQ serves RC, UC and UD QPs alike, as in Linux rxe.
 	}
 	if c.MaxSendSGE == 0 {
 		c.MaxSendSGE = 1
