@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/cm"
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -168,7 +169,7 @@ func TestConnectLoad(t *testing.T) {
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	g0 := runtime.NumGoroutine()
+	g0, _ := leakcheck.Count()
 	qa0, qb0 := ca.devices()[0].NumQPs(), cb.devices()[0].NumQPs()
 
 	const workers = 8
@@ -213,18 +214,8 @@ func TestConnectLoad(t *testing.T) {
 	if qa, qb := ca.devices()[0].NumQPs(), cb.devices()[0].NumQPs(); qa != qa0 || qb != qb0 {
 		t.Fatalf("QPs leaked: %d/%d, were %d/%d", qa, qb, qa0, qb0)
 	}
-	var g int
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g = runtime.NumGoroutine()
-		if g <= g0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if g > g0 {
-		buf := make([]byte, 1<<16)
-		t.Fatalf("goroutines: %d, were %d\n%s", g, g0, buf[:runtime.Stack(buf, true)])
+	if g, stacks := leakcheck.Wait(g0, leakcheck.Settle); g > g0 {
+		t.Fatalf("goroutines: %d, were %d\n%s", g, g0, stacks)
 	}
 	runtime.GC()
 	var m1 runtime.MemStats

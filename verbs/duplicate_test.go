@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/wire"
@@ -143,7 +144,7 @@ func readRequest(psn wire.PSN, rkey uint32, va uint64, n int) *wire.Headers {
 // atomic, each followed by a legitimate READ, WRITE and SEND that must
 // complete with the right data on the same QPs.
 func TestDuplicateRequests(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	for _, tr := range []string{"loop", "udp4", "udp6"} {
 		t.Run(tr, func(t *testing.T) { testDuplicateRequests(t, tr) })
 	}

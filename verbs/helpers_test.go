@@ -2,14 +2,11 @@ package verbs
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link/loop"
 )
 
@@ -214,66 +211,4 @@ func waitWC(t testing.TB, cq *CQ, n int, d time.Duration) []WC {
 // TestMain fails the package if goroutines outlive the tests: after every
 // device and network is closed, the count must return to what it was before
 // (the links' readers and delivery goroutines, timers and handlers all gone).
-func TestMain(m *testing.M) {
-	base, _ := goroutines()
-	code := m.Run()
-	if code == 0 {
-		if n, stacks := settleGoroutines(base, time.Second); n > base {
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after the tests, %d before\n%s\n", n, base, stacks)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// settleGoroutines polls until at most want goroutines exist or d passes. It
-// returns the last count and, if that is above want, every goroutine's stack.
-func settleGoroutines(want int, d time.Duration) (int, string) {
-	deadline := time.Now().Add(d)
-	for {
-		n, stacks := goroutines()
-		if n <= want {
-			return n, ""
-		}
-		if time.Now().After(deadline) {
-			return n, stacks
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// goroutines counts the goroutines and returns their stacks, leaving out
-// os/signal's loop: the fuzzing engine starts it (signal.Notify) and it
-// lives until the process ends.
-func goroutines() (int, string) {
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var keep []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "os/signal.signal_recv") {
-			keep = append(keep, g)
-		}
-	}
-	return len(keep), strings.Join(keep, "\n\n")
-}
-
-// checkLeaks makes t fail if, once its cleanups have run, more goroutines
-// exist than when checkLeaks was called. Call it first (its cleanup then runs
-// last) in a top-level test that does not call t.Parallel, so no other test
-// starts or stops goroutines meanwhile.
-func checkLeaks(t testing.TB) {
-	t.Helper()
-	base, _ := goroutines()
-	t.Cleanup(func() {
-		if n, stacks := settleGoroutines(base, time.Second); n > base {
-			t.Errorf("goroutine leak: %d goroutines, %d before the test\n%s", n, base, stacks)
-		}
-	})
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/internal/clock"
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/wire"
@@ -556,7 +557,7 @@ func runMatrix(t *testing.T, c mxConfig) {
 // and 4096 with messages of 0, 1, MTU-1, MTU, MTU+1 bytes and 1 MiB (UD up
 // to the MTU) split over 1, 2 and 32 SGEs in three MRs, on a clean network.
 func TestMatrix(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	runMatrix(t, mxConfig{types: []QPType{RC, UC, UD}, mtus: []MTU{MTU256, MTU1024, MTU4096}, seed: 1,
 		queue: 1 << 14}) // UC sends 1 MiB at MTU 256 (4096 packets) at once
 }
@@ -564,7 +565,7 @@ func TestMatrix(t *testing.T) {
 // TestMatrixLossy runs the RC matrix with 10% loss, 5% duplication and 5%
 // reordering: every WR must complete successfully with intact data.
 func TestMatrixLossy(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	runMatrix(t, mxConfig{types: []QPType{RC}, mtus: []MTU{MTU256, MTU1024, MTU4096}, seed: 100, timeout: 12, bigSGE: 2,
 		faults: loop.Faults{Loss: 0.1, Duplicate: 0.05, Reorder: 0.05}})
 }
@@ -572,7 +573,7 @@ func TestMatrixLossy(t *testing.T) {
 // TestMatrixCorrupt runs the RC matrix at MTU 1024 with 5% of the packets
 // corrupted; the receiving link's ICRC check drops them.
 func TestMatrixCorrupt(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	runMatrix(t, mxConfig{types: []QPType{RC}, mtus: []MTU{MTU1024}, seed: 200, timeout: 12, bigSGE: 2,
 		faults: loop.Faults{Corrupt: 0.05}})
 }
@@ -580,7 +581,7 @@ func TestMatrixCorrupt(t *testing.T) {
 // TestMatrixJitter runs the RC matrix at MTU 1024 with a random extra delay
 // per packet, which reorders them as a real network would.
 func TestMatrixJitter(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	runMatrix(t, mxConfig{types: []QPType{RC}, mtus: []MTU{MTU1024}, seed: 300, timeout: 12, bigSGE: 2,
 		faults: loop.Faults{Delay: 20 * time.Microsecond, Jitter: 100 * time.Microsecond}})
 }
@@ -592,7 +593,7 @@ func TestMatrixJitter(t *testing.T) {
 // exactly the k-th surviving message. The requester completes every WR
 // successfully all the same.
 func TestUCLoss(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	for _, op := range []mop{opSend, opWriteImm} {
 		t.Run(op.String(), func(t *testing.T) {
 			const n = 200
@@ -929,7 +930,7 @@ func TestPollAllocs(t *testing.T) {
 // after them, through loss with duplication and reordering, corruption, and
 // jitter; every WR must complete successfully, in order, with intact data.
 func TestRCLossyPipeline(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	for _, c := range []struct {
 		profile string // in stressProfiles
 		seeds   []uint64

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -13,7 +14,7 @@ import (
 // link's receive goroutine generated the whole answer before it handled the
 // SEND, so its ACK came after the READ's last response.
 func TestReadAnswerPaced(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	const size = 8 << 20
 	p, rx := newObservedPair(t, "loop")
 	p2 := &pair{t: t, net: p.net, da: p.da, db: p.db}
@@ -57,7 +58,7 @@ func TestReadAnswerPaced(t *testing.T) {
 // waits for it (IBTA 9.7.5.1.5: responses in PSN order), so the requester
 // sees PSNs that only go up, and every request completes once.
 func TestReadAnswerOrder(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	const size = 1 << 20
 	p, rx := newObservedPair(t, "loop")
 	ma, mb := p.reg(p.pa, 2*size), p.reg(p.pb, 2*size)

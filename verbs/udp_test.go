@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/udp"
 )
@@ -114,7 +115,7 @@ func (l kernelHB) Start(h link.Handler) error {
 // SEND with 2 SGEs, WRITE_WITH_IMM, READ, CAS, FAA, 1 MiB RC transfers and a
 // UD SEND whose GRH must carry the real addresses.
 func TestUDP(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	for _, fam := range []string{"IPv4", "IPv6"} {
 		t.Run(fam, func(t *testing.T) {
 			da, db := newDevicesUDP(t, fam == "IPv6")

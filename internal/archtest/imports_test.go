@@ -19,7 +19,7 @@ var layers = map[string]int{
 	"wire": 0,
 	// Foundations over the wire format.
 	"wire/mad": 1, "internal/clock": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
-	"verbs/internal/requester": 1,
+	"verbs/internal/requester": 1, "internal/leakcheck": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/pcap": 2, "link/linktest": 2,
 	// The verbs API and engine, connection management, rdma_cm.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/cm"
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
 )
@@ -52,7 +53,7 @@ func runPairCM(t *testing.T, srv, cli *verbs.Device, base Config, server string)
 func TestRDMACMLoopback(t *testing.T) {
 	for _, name := range TestNames {
 		t.Run(name, func(t *testing.T) {
-			checkLeaks(t)
+			leakcheck.Check(t)
 			test := Tests[name]
 			srv, cli := devicePair(t, false)
 			base := Config{Test: test, Iters: 20, Inline: -1, GIDIndex: -1}
@@ -101,7 +102,7 @@ func TestRDMACMLoopback(t *testing.T) {
 func TestRDMACMLoopbackIPv6(t *testing.T) {
 	for _, name := range []string{"write_bw", "send_lat"} {
 		t.Run(name, func(t *testing.T) {
-			checkLeaks(t)
+			leakcheck.Check(t)
 			srv, cli := devicePair(t, true)
 			base := Config{Test: Tests[name], Iters: 10, Inline: -1, GIDIndex: -1}
 			if Tests[name].BW {
@@ -126,7 +127,7 @@ func TestRDMACMLoopbackIPv6(t *testing.T) {
 // TestRDMACMNoServer checks the client's errors when nobody listens on the
 // port (REJ, invalid service ID) and when no device answers at all.
 func TestRDMACMNoServer(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	srv, cli := devicePair(t, false)
 	scm, err := rdmacm.New([]*verbs.Device{srv}, nil)
 	if err != nil {
@@ -156,7 +157,7 @@ func TestRDMACMNoServer(t *testing.T) {
 // TestRDMACMServerCancelled checks that a waiting rdma_cm server returns
 // when its context ends.
 func TestRDMACMServerCancelled(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	srv, _ := devicePair(t, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := Config{Test: Tests["send_lat"], Iters: 10, Inline: -1, GIDIndex: -1, RDMACM: true}
@@ -169,7 +170,7 @@ func TestRDMACMServerCancelled(t *testing.T) {
 // TestRDMACMClientGone checks that a server waiting in the exchange fails
 // when the client disconnects, instead of waiting forever.
 func TestRDMACMClientGone(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	srv, cli := devicePair(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/udp"
 	"github.com/softrdma/softrdma/verbs"
@@ -134,7 +134,7 @@ var (
 func TestLoopback(t *testing.T) {
 	for _, name := range TestNames {
 		t.Run(name, func(t *testing.T) {
-			checkLeaks(t)
+			leakcheck.Check(t)
 			test := Tests[name]
 			srv, cli := devicePair(t, false)
 			base := Config{Test: test, Iters: 20, Inline: -1, GIDIndex: -1}
@@ -279,7 +279,7 @@ func TestAllSizesAndDuration(t *testing.T) {
 // TestErrors: an absent server, a port in use, and malformed or truncated
 // exchanges fail with clear errors and do not hang.
 func TestErrors(t *testing.T) {
-	checkLeaks(t)
+	leakcheck.Check(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, cli := devicePair(t, false)
@@ -385,21 +385,4 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// checkLeaks fails the test if goroutines started during it are still
-// running a moment after its cleanups (devices closed, connections done).
-func checkLeaks(t *testing.T) {
-	t.Helper()
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > base {
-			buf := make([]byte, 1<<16)
-			t.Errorf("goroutine leak: %d goroutines, %d before\n%s", n, base, buf[:runtime.Stack(buf, true)])
-		}
-	})
 }
