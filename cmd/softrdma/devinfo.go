@@ -10,8 +10,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"
