@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/interop/peer"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -30,7 +31,7 @@ func rcPingpongClient(ctx context.Context, p *peer.Peer, local, server netip.Add
 	var conn net.Conn
 	err := p.Do(func() error {
 		var err error
-		dev, err = verbs.OpenUDP([]netip.Addr{local}, nil)
+		dev, err = roce.Open([]netip.Addr{local}, nil)
 		if err != nil {
 			return err
 		}

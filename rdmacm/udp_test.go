@@ -15,6 +15,7 @@ import (
 
 	"github.com/softrdma/softrdma/cm"
 	"github.com/softrdma/softrdma/internal/leakcheck"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -46,11 +47,11 @@ func udpHosts(t testing.TB, a, b netip.Addr) (*CM, *CM) {
 		}
 		pb = pa
 	}
-	da, err := verbs.OpenUDP([]netip.Addr{a}, &verbs.UDPOptions{Port: pa, Options: verbs.Options{Name: "a", RemotePort: pb}})
+	da, err := roce.Open([]netip.Addr{a}, &roce.Options{Port: pa, Options: verbs.Options{Name: "a", RemotePort: pb}})
 	if err != nil {
 		t.Skipf("open device on %v: %v", a, err)
 	}
-	db, err := verbs.OpenUDP([]netip.Addr{b}, &verbs.UDPOptions{Port: pb, Options: verbs.Options{Name: "b", RemotePort: pa}})
+	db, err := roce.Open([]netip.Addr{b}, &roce.Options{Port: pb, Options: verbs.Options{Name: "b", RemotePort: pa}})
 	if err != nil {
 		da.Close()
 		t.Skipf("open device on %v: %v", b, err)

@@ -1,7 +1,7 @@
 // Runnable examples of the main API: two devices on an in-process network
 // (link/loop), memory registration, connecting RC queue pairs, SEND/RECV,
 // RDMA WRITE and polling for completions. Over real UDP the only difference
-// is how the devices are opened (OpenUDP or OpenInterface).
+// is how the devices are opened (package roce: Open or OpenInterface).
 
 package verbs_test
 

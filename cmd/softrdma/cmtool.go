@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/rdmacm"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -92,7 +93,7 @@ func localAddrs(v6 bool) []netip.Addr {
 		if ifc.Flags&net.FlagUp == 0 {
 			continue
 		}
-		as, _ := verbs.InterfaceGIDOrder(&ifc)
+		as, _ := roce.GIDOrder(&ifc)
 		for _, a := range as {
 			if a.Is4() != v6 && !a.IsLinkLocalUnicast() {
 				out = append(out, a)
@@ -116,7 +117,7 @@ func openCM(addrs []netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmac
 	if pp == 0 {
 		pp = *df.port
 	}
-	dev, err := verbs.OpenUDP(addrs, &verbs.UDPOptions{Port: uint16(*df.port),
+	dev, err := roce.Open(addrs, &roce.Options{Port: uint16(*df.port),
 		Options: verbs.Options{RemotePort: uint16(pp), Logger: logger}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening a device on %v port %d: %w", addrs, *df.port, err)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -59,7 +60,7 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	bSet := false
 	fs.Visit(func(f *flag.Flag) { bSet = bSet || f.Name == "b" })
 	open := func(ip netip.Addr, port, remote uint16, i int) (*verbs.Device, error) {
-		dev, err := verbs.OpenUDP([]netip.Addr{ip}, &verbs.UDPOptions{Port: port,
+		dev, err := roce.Open([]netip.Addr{ip}, &roce.Options{Port: port,
 			Options: verbs.Options{Name: fmt.Sprintf("softrdma%d", i), MTU: verbs.MTU4096, RemotePort: remote, Logger: logger}})
 		if err != nil {
 			return nil, fmt.Errorf("opening a device on %s: %w", netip.AddrPortFrom(ip, port), err)

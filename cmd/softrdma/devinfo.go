@@ -14,6 +14,7 @@ import (
 	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -62,7 +63,7 @@ func infoDevices(dev, bind string) ([]infoDevice, error) {
 	}
 	var out []infoDevice
 	for i := range ifs {
-		as, err := verbs.InterfaceGIDOrder(&ifs[i])
+		as, err := roce.GIDOrder(&ifs[i])
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/rdmacm"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -115,11 +116,11 @@ func TestPerfExitCode(t *testing.T) {
 	}
 	defer ln.Close()
 	taken := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	roce, closed := freePorts(t)
+	rocePort, closed := freePorts(t)
 	// A device with rdma_cm but no listener, for -R: its CM rejects.
 	cmRoce, _ := freePorts(t)
 	port, _ := strconv.Atoi(cmRoce)
-	dev, err := verbs.OpenUDP([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, &verbs.UDPOptions{Port: uint16(port),
+	dev, err := roce.Open([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, &roce.Options{Port: uint16(port),
 		Options: verbs.Options{RemotePort: uint16(port), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +133,8 @@ func TestPerfExitCode(t *testing.T) {
 	defer rcm.Close()
 	for _, tc := range []struct{ args, want string }{
 		{"perf write_bw -R --bind 127.0.0.2 --roce-port " + cmRoce + " 127.0.0.1", "rejected (reason 8: no server listens on that port)"},
-		{"perf write_bw --bind 127.0.0.1 --roce-port " + roce + " -p " + taken, "couldn't listen to port " + taken},
-		{"perf read_lat --bind 127.0.0.2 --roce-port " + roce + " -p " + closed + " 127.0.0.1", "couldn't connect to 127.0.0.1:" + closed},
+		{"perf write_bw --bind 127.0.0.1 --roce-port " + rocePort + " -p " + taken, "couldn't listen to port " + taken},
+		{"perf read_lat --bind 127.0.0.2 --roce-port " + rocePort + " -p " + closed + " 127.0.0.1", "couldn't connect to 127.0.0.1:" + closed},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPerfExitCode$")
 		cmd.Env = append(os.Environ(), "SOFTRDMA_PERF_MAIN=1", "SOFTRDMA_PERF_ARGS="+tc.args)

@@ -23,7 +23,7 @@ var layers = map[string]int{
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/pcap": 2, "link/linktest": 2,
 	// The verbs API and engine, connection management, rdma_cm.
-	"verbs": 3, "cm": 4, "rdmacm": 5,
+	"verbs": 3, "cm": 4, "roce": 4, "rdmacm": 5,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
@@ -34,12 +34,19 @@ var layers = map[string]int{
 
 // stdlibOnly lists packages that import nothing outside the standard
 // library and the module.
-var stdlibOnly = []string{"wire", "wire/mad", "internal/clock", "internal/mem", "link", "verbs", "cm", "rdmacm"}
+var stdlibOnly = []string{"wire", "wire/mad", "internal/clock", "internal/mem", "link", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
 
 // pure lists packages that are state machines only: no clock, no locks, no
 // I/O. They import nothing but these (DESIGN.md, "The requester core").
 var pure = map[string][]string{
 	"verbs/internal/requester": {"math/bits", module + "/wire"},
+}
+
+// forbidden lists imports a package may not make although the layers allow
+// them: verbs knows links only through the link.Link interface (devices on
+// UDP are opened by roce).
+var forbidden = map[string][]string{
+	"verbs": {"link/udp", "link/loop", "link/pcap"},
 }
 
 func layerOf(pkg string) (int, bool) {
@@ -106,6 +113,9 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s: it may import only the standard library and the module", pkg, imp)
 				}
 				continue
+			}
+			if slices.Contains(forbidden[pkg], dep) {
+				t.Errorf("%s imports %s, which DESIGN.md forbids", pkg, dep)
 			}
 			dl, ok := layerOf(dep)
 			switch {

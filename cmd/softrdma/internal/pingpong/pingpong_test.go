@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -41,7 +42,7 @@ func openPair(t *testing.T, a, b string) (*tool.Device, *tool.Device) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	open := func(addr string, local, remote uint16) *tool.Device {
-		d, err := verbs.OpenUDP([]netip.Addr{netip.MustParseAddr(addr)}, &verbs.UDPOptions{Port: local,
+		d, err := roce.Open([]netip.Addr{netip.MustParseAddr(addr)}, &roce.Options{Port: local,
 			Options: verbs.Options{MTU: verbs.MTU1024, RemotePort: remote, Logger: log}})
 		if err != nil {
 			t.Fatalf("open %s:%d: %v", addr, local, err)

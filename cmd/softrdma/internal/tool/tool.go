@@ -42,6 +42,7 @@ import (
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/pcap"
 	"github.com/softrdma/softrdma/link/udp"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
 
@@ -206,7 +207,7 @@ func (f *Flags) addrs(local netip.Addr) ([]netip.Addr, *net.Interface, error) {
 		}
 		ifc = i
 	}
-	as, err := verbs.InterfaceGIDOrder(ifc)
+	as, err := roce.GIDOrder(ifc)
 	if err != nil {
 		return nil, nil, err
 	}

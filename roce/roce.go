@@ -1,10 +1,12 @@
-// Opening devices on kernel UDP sockets: on given IP addresses, or on a
-// network interface whose addresses form the GID table in the order Linux
-// rxe lists them.
-
-package verbs
+// Package roce opens verbs devices that speak RoCEv2 on kernel UDP
+// sockets (link/udp): on given IP addresses, or on a network interface whose
+// addresses form the GID table in the order Linux rxe lists them. verbs
+// itself knows only the link.Link interface; this package joins it to the
+// UDP link.
+package roce
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -12,15 +14,16 @@ import (
 	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/udp"
+	"github.com/softrdma/softrdma/verbs"
 )
 
 // rxeHeaderRoom is what Linux rxe subtracts from a netdev MTU to get the
 // largest path MTU (Ethernet, IP, UDP and RoCE headers): 1500 gives 1024.
 const rxeHeaderRoom = 80
 
-// UDPOptions configure a device on UDP sockets.
-type UDPOptions struct {
-	Options
+// Options configure a device on UDP sockets.
+type Options struct {
+	verbs.Options
 	// Port is the local UDP port; 0 means 4791, the RoCEv2 port.
 	Port uint16
 	// ICRCPolicy decides what to do with IPv4 packets whose ICRC cannot be
@@ -28,39 +31,39 @@ type UDPOptions struct {
 	ICRCPolicy udp.ICRCPolicy
 }
 
-// OpenUDP opens a device speaking RoCEv2 over UDP on the given local
+// Open opens a device speaking RoCEv2 over UDP on the given local
 // addresses, which become its GID table in that order. Unless opts sets it,
 // the port MTU follows the MTU of the interface owning the first address.
-func OpenUDP(addrs []netip.Addr, opts *UDPOptions) (*Device, error) {
-	var o UDPOptions
+func Open(addrs []netip.Addr, opts *Options) (*verbs.Device, error) {
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	return openUDP(addrs, o, "")
 }
 
-// openUDP is OpenUDP; ifname, if set, is the interface whose state the port
+// openUDP is Open; ifname, if set, is the interface whose state the port
 // follows.
-func openUDP(addrs []netip.Addr, o UDPOptions, ifname string) (*Device, error) {
+func openUDP(addrs []netip.Addr, o Options, ifname string) (*verbs.Device, error) {
 	if len(addrs) == 0 {
-		return nil, errf(ErrInvalid, "no addresses")
+		return nil, fmt.Errorf("roce: %w: no addresses", verbs.ErrInvalid)
 	}
 	if o.Port == 0 {
 		o.Port = link.DefaultPort
 	}
 	if o.MTU == 0 {
 		if ifc, err := netif.InterfaceOf(addrs[0]); err == nil {
-			o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+			o.MTU = verbs.MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
 		}
 		if o.MTU == 0 {
-			o.MTU = MTU1024
+			o.MTU = verbs.MTU1024
 		}
 	}
 	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger, Interface: ifname})
 	if err != nil {
 		return nil, err
 	}
-	d, err := Open(l, &o.Options)
+	d, err := verbs.Open(l, &o.Options)
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -75,16 +78,16 @@ func openUDP(addrs []netip.Addr, o UDPOptions, ifname string) (*Device, error) {
 // port follows the interface's state (netlink RTNLGRP_LINK): DOWN, with an
 // EventPortErr, while it is not up and running; ACTIVE, with
 // EventPortActive, when it is again.
-func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
+func OpenInterface(name string, opts *Options) (*verbs.Device, error) {
 	ifc, err := net.InterfaceByName(name)
 	if err != nil {
-		return nil, errf(ErrInvalid, "interface %q: %v", name, err)
+		return nil, fmt.Errorf("roce: %w: interface %q: %v", verbs.ErrInvalid, name, err)
 	}
-	addrs, err := InterfaceGIDOrder(ifc)
+	addrs, err := GIDOrder(ifc)
 	if err != nil {
 		return nil, err
 	}
-	var o UDPOptions
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -92,7 +95,7 @@ func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
 		o.Name = "softrdma_" + name
 	}
 	if o.MTU == 0 {
-		o.MTU = MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+		o.MTU = verbs.MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
 	}
 	if runtime.GOOS != "linux" {
 		name = "" // no netlink: the port does not follow the interface
@@ -100,11 +103,11 @@ func OpenInterface(name string, opts *UDPOptions) (*Device, error) {
 	return openUDP(addrs, o, name)
 }
 
-// InterfaceGIDOrder returns an interface's addresses in rxe's GID order.
-func InterfaceGIDOrder(ifc *net.Interface) ([]netip.Addr, error) {
+// GIDOrder returns an interface's addresses in rxe's GID order.
+func GIDOrder(ifc *net.Interface) ([]netip.Addr, error) {
 	as, err := ifc.Addrs()
 	if err != nil {
-		return nil, errf(ErrInvalid, "addresses of %s: %v", ifc.Name, err)
+		return nil, fmt.Errorf("roce: %w: addresses of %s: %v", verbs.ErrInvalid, ifc.Name, err)
 	}
 	var ll, v4, v6 []netip.Addr
 	for _, a := range as {
@@ -124,7 +127,7 @@ func InterfaceGIDOrder(ifc *net.Interface) ([]netip.Addr, error) {
 	}
 	out := append(append(ll, v4...), v6...)
 	if len(out) == 0 {
-		return nil, errf(ErrInvalid, "interface %s has no IP addresses", ifc.Name)
+		return nil, fmt.Errorf("roce: %w: interface %s has no IP addresses", verbs.ErrInvalid, ifc.Name)
 	}
 	return out, nil
 }

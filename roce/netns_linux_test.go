@@ -1,4 +1,4 @@
-package verbs
+package roce
 
 import (
 	"os/exec"
@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/verbs"
 	"golang.org/x/sys/unix"
 )
 
 // TestPortFollowsInterface opens a device with OpenInterface on the loopback
 // interface of a network namespace of its own and takes the interface down
-// and up with ip(8): the port follows, with EventPortErr and
-// EventPortActive. It needs CAP_SYS_ADMIN (unshare) and ip; without them it
+// and up with ip(8): the port follows, with verbs.EventPortErr and
+// verbs.EventPortActive. It needs CAP_SYS_ADMIN (unshare) and ip; without them it
 // is skipped.
 func TestPortFollowsInterface(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
@@ -37,26 +38,26 @@ func TestPortFollowsInterface(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer d.Close()
-		state := func() PortState {
+		state := func() verbs.PortState {
 			pa, err := d.QueryPort(1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return pa.State
 		}
-		if s := state(); s != PortActive {
+		if s := state(); s != verbs.PortActive {
 			t.Fatalf("port %v at open, want ACTIVE", s)
 		}
 		ip("link", "set", "lo", "down")
-		if ev := expectEvent(t, d, EventPortErr); ev.Port != 1 {
+		if ev := expectEvent(t, d, verbs.EventPortErr); ev.Port != 1 {
 			t.Fatalf("event %+v", ev)
 		}
-		if s := state(); s != PortDown {
+		if s := state(); s != verbs.PortDown {
 			t.Fatalf("port %v with lo down, want DOWN", s)
 		}
 		ip("link", "set", "lo", "up")
-		expectEvent(t, d, EventPortActive)
-		if s := state(); s != PortActive {
+		expectEvent(t, d, verbs.EventPortActive)
+		if s := state(); s != verbs.PortActive {
 			t.Fatalf("port %v with lo up again, want ACTIVE", s)
 		}
 		select {
@@ -65,4 +66,19 @@ func TestPortFollowsInterface(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	})
+}
+
+// expectEvent waits for d's next async event and checks its type.
+func expectEvent(t testing.TB, d *verbs.Device, typ verbs.EventType) verbs.AsyncEvent {
+	t.Helper()
+	select {
+	case ev := <-d.Events():
+		if ev.Type != typ {
+			t.Fatalf("async event %v, want %v", ev.Type, typ)
+		}
+		return ev
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no async event, want %v", typ)
+	}
+	return verbs.AsyncEvent{}
 }
