@@ -143,12 +143,16 @@ type Stats struct {
 	RxMalformed        uint64 // dropped: too short or bad framing
 	RxICRCUnchecked    uint64 // accepted without an ICRC check (see the link's policy)
 	Dropped            uint64 // dropped by fault injection (loop only)
+	// TxSourcePortFallback counts packets that asked for a source port
+	// (Packet.Src's port) and left from the link's own port instead.
+	TxSourcePortFallback uint64
 }
 
 // Counters is a set of atomic counters a link can embed and snapshot.
 type Counters struct {
 	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors atomic.Uint64
 	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped atomic.Uint64
+	TxSourcePortFallback                             atomic.Uint64
 }
 
 // Snapshot returns the current values.
@@ -158,7 +162,7 @@ func (c *Counters) Snapshot() Stats {
 		RxPackets: c.RxPackets.Load(), RxBytes: c.RxBytes.Load(),
 		TxErrors: c.TxErrors.Load(), RxBadICRC: c.RxBadICRC.Load(),
 		RxMalformed: c.RxMalformed.Load(), RxICRCUnchecked: c.RxICRCUnchecked.Load(),
-		Dropped: c.Dropped.Load(),
+		Dropped: c.Dropped.Load(), TxSourcePortFallback: c.TxSourcePortFallback.Load(),
 	}
 }
 

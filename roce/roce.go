@@ -29,6 +29,12 @@ type Options struct {
 	// ICRCPolicy decides what to do with IPv4 packets whose ICRC cannot be
 	// verified (see link/udp).
 	ICRCPolicy udp.ICRCPolicy
+	// FixedSourcePort sends every packet from Port instead of a UDP source
+	// port per queue pair, as Linux picks it (udp.Config.FixedSourcePort).
+	FixedSourcePort bool
+	// MaxSourcePorts bounds the sockets held for source ports
+	// (udp.DefaultMaxSourcePorts if zero).
+	MaxSourcePorts int
 }
 
 // Open opens a device speaking RoCEv2 over UDP on the given local
@@ -59,7 +65,8 @@ func openUDP(addrs []netip.Addr, o Options, ifname string) (*verbs.Device, error
 			o.MTU = verbs.MTU1024
 		}
 	}
-	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger, Interface: ifname})
+	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger, Interface: ifname,
+		FixedSourcePort: o.FixedSourcePort, MaxSourcePorts: o.MaxSourcePorts})
 	if err != nil {
 		return nil, err
 	}

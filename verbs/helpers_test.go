@@ -212,3 +212,6 @@ func waitWC(t testing.TB, cq *CQ, n int, d time.Duration) []WC {
 // device and network is closed, the count must return to what it was before
 // (the links' readers and delivery goroutines, timers and handlers all gone).
 func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// netipAddrPort is a as a packet source whose port the link chooses.
+func netipAddrPort(a netip.Addr) netip.AddrPort { return netip.AddrPortFrom(a, 0) }

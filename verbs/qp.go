@@ -106,10 +106,11 @@ type QP struct {
 	dead  bool
 
 	// derived from attributes
-	mtu  int
-	src  netip.Addr
-	dst  netip.AddrPort
-	pkey wire.PKey
+	mtu   int
+	src   netip.Addr
+	dst   netip.AddrPort
+	pkey  wire.PKey
+	sport uint16 // the UDP source port of the QP's packets (wire/srcport.go)
 
 	sq   sendQueue
 	rq   recvQueue
@@ -228,6 +229,7 @@ func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 			break
 		}
 	}
+	qp.sport = wire.QPSourcePort(qp.qpn)
 	d.qps[qp.qpn] = qp
 	d.nQP++
 	d.qpTable.set(qp)
@@ -504,6 +506,11 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrEnSQDAsyncNotify != 0 {
 		a.EnSQDAsyncNotify = attr.EnSQDAsyncNotify
+	}
+	if mask&AttrAV != 0 && (qp.typ == RC || qp.typ == UC) {
+		// A connected QP's packets leave from a source port of the QP
+		// pair, as Linux chooses it (wire.ConnectedSourcePort).
+		qp.sport = wire.ConnectedSourcePort(a.AH.FlowLabel, qp.qpn, wire.QPN(a.DestQPN))
 	}
 	qp.attr = a
 	qp.pkey = wire.DefaultPKey

@@ -6,13 +6,9 @@
 package verbs
 
 import (
-	"net/netip"
-
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
 )
-
-func netipAddrPort(a netip.Addr) netip.AddrPort { return netip.AddrPortFrom(a, 0) }
 
 // rxChunk is how many packets of a batch receive sorts by QP at a time.
 const rxChunk = 64

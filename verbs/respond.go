@@ -6,6 +6,7 @@ package verbs
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/softrdma/softrdma/internal/mem"
 	"github.com/softrdma/softrdma/link"
@@ -434,7 +435,7 @@ func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
 	end := hl + n + wire.PadFor(n)
 	clear(p.Buf[hl+n : end])
 	p.N = end + wire.ICRCLen
-	p.Src = netipAddrPort(qp.src)
+	p.Src = netip.AddrPortFrom(qp.src, qp.sport)
 	p.Dst = qp.dst
 }
 

@@ -9,6 +9,7 @@ package verbs
 
 import (
 	"encoding/binary"
+	"net/netip"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/verbs/internal/requester"
@@ -211,7 +212,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	end := hl + n + wire.PadFor(n)
 	clear(p.Buf[hl+n : end])
 	p.N = end + wire.ICRCLen
-	p.Src = netipAddrPort(src)
+	p.Src = netip.AddrPortFrom(src, qp.sport)
 	p.Dst = dst
 	qp.queueLocked(p)
 	return requester.Success

@@ -27,6 +27,7 @@ const waitFor = 5 * time.Second
 // tapped is one packet a wireTap saw.
 type tapped struct {
 	src     netip.Addr
+	sport   uint16 // UDP source port
 	op      wire.Opcode
 	psn     wire.PSN
 	aeth    bool
@@ -56,7 +57,7 @@ func (w *wireTap) filter(lp *link.Packet) bool {
 	if err != nil {
 		return false
 	}
-	tp := tapped{src: lp.Src.Addr(), op: pkt.Opcode(), psn: pkt.BTH().PSN(), payload: len(pkt.Payload())}
+	tp := tapped{src: lp.Src.Addr(), sport: lp.Src.Port(), op: pkt.Opcode(), psn: pkt.BTH().PSN(), payload: len(pkt.Payload())}
 	if pkt.Info().Has(wire.HdrAETH) {
 		tp.aeth, tp.syn = true, pkt.AETH().Syndrome()
 	}

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,20 @@ type Report struct {
 	// whose payload is not a MAD is a problem.
 	SentMADs, ReceivedMADs map[string]int
 
-	seen map[seenKey]bool
+	seen  map[seenKey]bool
+	flows []flow // every RoCE packet, for the source-port check
+}
+
+// flow is what the source-port check needs of a packet.
+type flow struct {
+	frame     int
+	sent      bool
+	op        string
+	sport     uint16
+	flowLabel uint32 // IPv6 only; 0 if none
+	dstQP     wire.QPN
+	srcQP     wire.QPN // UD (DETH) only
+	ud        bool
 }
 
 type seenKey struct {
@@ -140,7 +154,52 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 		}
 		rep.add(rep.Frames, data, senders)
 	}
+	rep.checkPorts()
 	return rep, nil
+}
+
+// checkPorts checks every packet's UDP source port as Linux chooses it
+// (wire/srcport.go): a UD packet's comes from its source QP (DETH); a
+// connected QP's from its flow label (IPv6 carries it) or, without one,
+// from its QP pair, whose local QP is one the other side sent packets to.
+// Where the other side sent nothing to a QP but QP1 (one-way UC traffic),
+// the pair is unknown and only the port's range is checked.
+func (rep *Report) checkPorts() {
+	addressed := [2]map[wire.QPN]bool{{}, {}} // by direction (sent = 1): destination QPs
+	for _, f := range rep.flows {
+		if f.dstQP != mad.GSIQPN {
+			addressed[b2i(f.sent)][f.dstQP] = true
+		}
+	}
+	for _, f := range rep.flows {
+		var want []uint16
+		switch {
+		case f.ud:
+			want = append(want, wire.QPSourcePort(f.srcQP))
+		case len(addressed[1-b2i(f.sent)]) == 0:
+			if f.sport >= wire.SourcePortBase {
+				continue
+			}
+		default:
+			if f.flowLabel != 0 {
+				want = append(want, wire.FlowSourcePort(f.flowLabel))
+			}
+			for a := range addressed[1-b2i(f.sent)] {
+				want = append(want, wire.ConnectedSourcePort(0, a, f.dstQP))
+			}
+		}
+		if slices.Contains(want, f.sport) {
+			continue
+		}
+		slices.Sort(want)
+		problem := fmt.Sprintf("frame %d: %s to QP %#x from UDP port %#x, want one of %#x (Linux's source port for its QP)",
+			f.frame, f.op, uint32(f.dstQP), f.sport, want)
+		if f.sent {
+			rep.Problems = append(rep.Problems, problem)
+		} else {
+			rep.ReceivedProblems = append(rep.ReceivedProblems, problem)
+		}
+	}
 }
 
 func newReport() *Report {
@@ -186,6 +245,14 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 			repeat = rep.seen[k]
 			rep.seen[k] = true
 		}
+		f := flow{frame: n, sent: sent, op: op, sport: fr.SrcPort, dstQP: pkt.BTH().DestQP()}
+		if ip[0]>>4 == 6 && len(ip) >= 4 {
+			f.flowLabel = binary.BigEndian.Uint32(ip[0:4]) & 0xFFFFF
+		}
+		if d := pkt.DETH(); d != nil {
+			f.ud, f.srcQP = true, d.SrcQP()
+		}
+		rep.flows = append(rep.flows, f)
 	}
 	if sent {
 		rep.SentMaxLen = max(rep.SentMaxLen, len(roce))

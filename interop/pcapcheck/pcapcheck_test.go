@@ -62,7 +62,12 @@ func madFrame(src, dst netip.Addr, attr mad.AttributeID, classVer uint8, mod fun
 // encap seals roce (sets its ICRC), lets mod change it and wraps it in UDP,
 // IP (IPv4 DF, ID 0, as softrdma sends) and Ethernet.
 func encap(src, dst netip.Addr, roce []byte, mod func(roce []byte)) []byte {
-	fr := wire.Framing{Src: src, Dst: dst, SrcPort: 49152, DstPort: RoCEPort}
+	// The source port Linux would use: UD from its source QP; RC from the
+	// pair of QPs 0x11 that frame's packets connect in both directions.
+	fr := wire.Framing{Src: src, Dst: dst, SrcPort: wire.ConnectedSourcePort(0, 0x11, 0x11), DstPort: RoCEPort}
+	if pkt, err := wire.Parse(roce); err == nil && pkt.DETH() != nil {
+		fr.SrcPort = wire.QPSourcePort(pkt.DETH().SrcQP())
+	}
 	if src.Is4() {
 		fr.IPv4Frag = 0x4000
 	}
@@ -317,4 +322,27 @@ func FuzzAdd(f *testing.F) {
 			t.Fatalf("one frame counted as %d sent, %d received, %d problems", rep.Sent, rep.Received, len(rep.Problems))
 		}
 	})
+}
+
+// TestCheckPorts feeds the source-port check flows of a connection (QPs 0x11
+// on one side, 0x12 on the other), a UD packet from QP1, and wrong ports in
+// each direction.
+func TestCheckPorts(t *testing.T) {
+	pair := wire.ConnectedSourcePort(0, 0x11, 0x12)
+	rep := newReport()
+	rep.flows = []flow{
+		{frame: 1, sent: true, op: "RC_SEND_ONLY", sport: pair, dstQP: 0x12},
+		{frame: 2, sent: false, op: "RC_ACKNOWLEDGE", sport: pair, dstQP: 0x11},
+		{frame: 3, sent: true, op: "UD_SEND_ONLY", sport: wire.QPSourcePort(1), dstQP: 1, srcQP: 1, ud: true},
+		{frame: 4, sent: false, op: "RC_SEND_ONLY", sport: wire.FlowSourcePort(0x54321), flowLabel: 0x54321, dstQP: 0x11},
+		{frame: 5, sent: true, op: "RC_SEND_ONLY", sport: 4791, dstQP: 0x12},
+		{frame: 6, sent: false, op: "UD_SEND_ONLY", sport: pair, dstQP: 1, srcQP: 1, ud: true},
+	}
+	rep.checkPorts()
+	if len(rep.Problems) != 1 || !strings.HasPrefix(rep.Problems[0], "frame 5:") {
+		t.Errorf("sent problems %q, want frame 5's", rep.Problems)
+	}
+	if len(rep.ReceivedProblems) != 1 || !strings.HasPrefix(rep.ReceivedProblems[0], "frame 6:") {
+		t.Errorf("received problems %q, want frame 6's", rep.ReceivedProblems)
+	}
 }

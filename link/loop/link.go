@@ -120,8 +120,12 @@ func (l *Link) send1(p *link.Packet) error {
 	if err != nil {
 		return err
 	}
+	sport := l.port // the packet's own source port if it asks for one
+	if p.Src.Port() != 0 {
+		sport = p.Src.Port()
+	}
 	fr := wire.Framing{
-		Src: src, Dst: dst.Addr(), SrcPort: l.port, DstPort: dst.Port(),
+		Src: src, Dst: dst.Addr(), SrcPort: sport, DstPort: dst.Port(),
 		IPv4Frag: wire.IPv4DontFragment,
 	}
 	wire.Seal(&fr, p.Data())
@@ -132,7 +136,7 @@ func (l *Link) send1(p *link.Packet) error {
 
 	q := link.Get()
 	q.N = copy(q.Buf, p.Data())
-	q.Src = netip.AddrPortFrom(src, l.port)
+	q.Src = netip.AddrPortFrom(src, sport)
 	q.Dst = dst
 
 	v, filter := n.roll(q.N)

@@ -189,6 +189,12 @@ func (w *Writer) Close() error {
 
 var errClosed = errors.New("pcap: writer closed")
 
+// sourcePorter is a link that says which source port a packet from src
+// asking for port leaves from (link/udp).
+type sourcePorter interface {
+	SourcePort(src netip.Addr, port uint16) uint16
+}
+
 // Link is a link.Link that passes everything to an inner link and writes
 // each packet sent and received to a Writer.
 type Link struct {
@@ -246,10 +252,16 @@ func (l *Link) Send(batch []*link.Packet) error {
 		if !src.IsValid() || src.Is4() != p.Dst.Addr().Unmap().Is4() {
 			continue // the inner link refuses it
 		}
-		fr := wire.Framing{Src: src, Dst: p.Dst.Addr().Unmap(), SrcPort: port, DstPort: p.Dst.Port(),
+		sport := port // the packet's own port if it asks for one and the link honours it
+		if sp, ok := l.inner.(sourcePorter); ok {
+			sport = sp.SourcePort(src, p.Src.Port())
+		} else if p.Src.Port() != 0 {
+			sport = p.Src.Port()
+		}
+		fr := wire.Framing{Src: src, Dst: p.Dst.Addr().Unmap(), SrcPort: sport, DstPort: p.Dst.Port(),
 			IPv4Frag: wire.IPv4DontFragment}
 		wire.Seal(&fr, p.Data())
-		l.record(netip.AddrPortFrom(src, port), p.Dst, p.Data())
+		l.record(netip.AddrPortFrom(src, sport), p.Dst, p.Data())
 	}
 	return l.inner.Send(batch)
 }

@@ -43,7 +43,7 @@ type sendScratch struct {
 	bufs  [][]byte
 	addrs []net.UDPAddr
 	ips   [][16]byte
-	sock  []int // socket index of batch[i], or -1 if it is not sent
+	sock  []*socket // the socket batch[i] leaves by, or nil if it is not sent
 }
 
 func (s *sendScratch) grow(n int) {
@@ -57,7 +57,7 @@ func (s *sendScratch) grow(n int) {
 	s.bufs = make([][]byte, c)
 	s.addrs = make([]net.UDPAddr, c)
 	s.ips = make([][16]byte, c)
-	s.sock = make([]int, n, c)
+	s.sock = make([]*socket, n, c)
 	for i := range c {
 		m := s.msgs[:c]
 		m[i].Buffers = s.bufs[i : i+1 : i+1]
@@ -89,35 +89,40 @@ func (l *Link) Send(batch []*link.Packet) error {
 	defer l.release(s)
 
 	var first error
-	used, mixed := -1, false // the one socket used so far, or mixed
+	var used *socket // the one socket used so far
+	mixed := false   // more than one socket, or a packet not sent
 	for i, p := range batch {
-		si, err := l.prepare(s, i, p)
-		s.sock[i] = si
+		sk, err := l.prepare(s, i, p)
+		s.sock[i] = sk
 		if err != nil {
 			l.ctr.TxErrors.Add(1)
 			first = cmp(first, err)
 			mixed = true
 			continue
 		}
-		if used < 0 {
-			used = si
-		} else if si != used {
+		if used == nil {
+			used = sk
+		} else if sk != used {
 			mixed = true
 		}
 	}
 	if !mixed {
-		return l.write(l.socks[used], s.msgs)
+		return l.write(used, s.msgs)
 	}
-	for si, sk := range l.socks {
+	// One WriteBatch per socket, in the order each first appears.
+	for i := range s.msgs {
+		sk := s.sock[i]
+		if sk == nil {
+			continue
+		}
 		out := s.out[:0]
-		for i, m := range s.msgs {
-			if s.sock[i] == si {
-				out = append(out, m)
+		for j := i; j < len(s.msgs); j++ {
+			if s.sock[j] == sk {
+				out = append(out, s.msgs[j])
+				s.sock[j] = nil
 			}
 		}
-		if len(out) > 0 {
-			first = cmp(first, l.write(sk, out))
-		}
+		first = cmp(first, l.write(sk, out))
 		clear(out)
 	}
 	return first
@@ -138,27 +143,27 @@ func cmp(first, err error) error {
 	return first
 }
 
-// prepare picks the socket for batch[i], seals the packet for it and fills
-// s.msgs[i]. It returns the socket index.
-func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (int, error) {
+// prepare picks the socket for batch[i] (by its source address and port),
+// seals the packet for it and fills s.msgs[i]. It returns the socket.
+func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 	if p == nil || p.N < wire.BTHLen+wire.ICRCLen || p.N > len(p.Buf) {
 		n := 0
 		if p != nil {
 			n = p.N
 		}
-		return -1, fmt.Errorf("udp: send: packet length %d is not in [%d, buffer size]", n, wire.BTHLen+wire.ICRCLen)
+		return nil, fmt.Errorf("udp: send: packet length %d is not in [%d, buffer size]", n, wire.BTHLen+wire.ICRCLen)
 	}
 	dst := p.Dst.Addr().Unmap()
 	if !dst.IsValid() || p.Dst.Port() == 0 {
-		return -1, fmt.Errorf("udp: send: %w: destination %s", link.ErrAddress, p.Dst)
+		return nil, fmt.Errorf("udp: send: %w: destination %s", link.ErrAddress, p.Dst)
 	}
 	si, err := l.source(p.Src.Addr(), dst)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
-	sk := l.socks[si]
+	sk := l.sourceSocket(si, l.socks[si], p.Src.Port())
 	fr := wire.Framing{
-		Src: sk.addr, Dst: dst, SrcPort: l.port, DstPort: p.Dst.Port(),
+		Src: sk.addr, Dst: dst, SrcPort: sk.local.Port(), DstPort: p.Dst.Port(),
 		IPv4Frag: wire.IPv4DontFragment,
 	}
 	wire.Seal(&fr, p.Data())
@@ -175,7 +180,7 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (int, error) {
 	ua.Port = int(p.Dst.Port())
 	ua.Zone = dst.Zone()
 	m.N, m.NN, m.Flags = 0, 0, 0
-	return si, nil
+	return sk, nil
 }
 
 // source returns the index of the socket a packet from src to dst (both

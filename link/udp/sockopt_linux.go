@@ -63,3 +63,32 @@ func setBuffer(fd, force, plain, size int, log *slog.Logger) {
 		log.Warn("udp: cannot set socket buffer", "option", plain, "bytes", size, "err", err)
 	}
 }
+
+// listenSourceUDP binds a send-only socket at ap for a source port: the
+// options of listenUDP, a send buffer of buf bytes, a small receive buffer
+// (nothing reads it) and SO_REUSEPORT, so links on one address can share
+// the port.
+func listenSourceUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (*net.UDPConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if serr = setOptions(int(fd), is4, 0, log); serr != nil {
+				return
+			}
+			if buf > 0 {
+				setBuffer(int(fd), unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, buf, log)
+			}
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, sourceRcvBuf)
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, ap.String())
+	if err != nil {
+		return nil, err
+	}
+	return pc.(*net.UDPConn), nil
+}

@@ -30,3 +30,16 @@ func listenUDP(network string, ap netip.AddrPort, _ bool, buf int, log *slog.Log
 	}
 	return c, nil
 }
+
+// listenSourceUDP binds a send-only socket at ap for a source port.
+func listenSourceUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (*net.UDPConn, error) {
+	c, err := listenUDP(network, ap, is4, 0, log)
+	if err != nil {
+		return nil, err
+	}
+	if buf > 0 {
+		_ = c.SetWriteBuffer(buf)
+	}
+	_ = c.SetReadBuffer(sourceRcvBuf)
+	return c, nil
+}

@@ -135,6 +135,15 @@ type Config struct {
 	// CAP_NET_ADMIN), then SO_RCVBUF, which the kernel caps at
 	// net.core.rmem_max.
 	SocketBuffer int
+	// FixedSourcePort sends every packet from Port. By default a packet
+	// whose Src asks for a source port in the RoCEv2 range (0xC000-0xFFFF;
+	// verbs asks for one per queue pair, as Linux does) leaves from it, by
+	// a send-only socket bound to that port (srcport.go).
+	FixedSourcePort bool
+	// MaxSourcePorts bounds the source-port sockets
+	// (DefaultMaxSourcePorts if zero); packets asking for more ports leave
+	// from Port and are counted in Stats.TxSourcePortFallback.
+	MaxSourcePorts int
 }
 
 // socket is one bound UDP socket.
@@ -157,6 +166,15 @@ type Link struct {
 	log    *slog.Logger
 	socks  []*socket
 	ctr    link.Counters
+
+	// Source-port sockets (srcport.go), per address index; opened under
+	// mu, read without it.
+	fixedPort bool
+	maxSports int
+	sockBuf   int
+	sports    []atomic.Pointer[sourcePorts]
+	nSports   int       // guarded by mu
+	extra     []*socket // the source-port sockets, to close; guarded by mu
 
 	closed  atomic.Bool // Send fails once set
 	scratch sync.Pool   // *sendScratch
@@ -221,13 +239,20 @@ func Open(cfg Config) (*Link, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MaxSourcePorts <= 0 {
+		cfg.MaxSourcePorts = DefaultMaxSourcePorts
+	}
 	l := &Link{
-		addrs:  append([]netip.Addr(nil), cfg.Addrs...),
-		port:   port,
-		policy: cfg.ICRCPolicy,
-		batch:  cfg.BatchSize,
-		log:    log,
-		socks:  socks,
+		addrs:     append([]netip.Addr(nil), cfg.Addrs...),
+		port:      port,
+		policy:    cfg.ICRCPolicy,
+		batch:     cfg.BatchSize,
+		log:       log,
+		socks:     socks,
+		fixedPort: cfg.FixedSourcePort,
+		maxSports: cfg.MaxSourcePorts,
+		sockBuf:   cfg.SocketBuffer,
+		sports:    make([]atomic.Pointer[sourcePorts], len(socks)),
 	}
 	if cfg.Interface != "" {
 		w, up, err := watchInterface(cfg.Interface)
@@ -362,8 +387,15 @@ func (l *Link) Close() error {
 	}
 	l.closing = true
 	l.closed.Store(true)
+	extra := l.extra
+	l.extra = nil
 	l.mu.Unlock()
 	var errs []error
+	for _, s := range extra {
+		if err := s.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("udp: close %s: %w", s.local, err))
+		}
+	}
 	for _, s := range l.socks {
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("udp: close %s: %w", s.local, err))

@@ -317,6 +317,7 @@ func TestSendAllocs(t *testing.T) {
 		{"IPv4 one socket, 1", a, batch(a, linktest.Endpoint(b))[:1]},
 		{"IPv4 one socket, 32", a, batch(a, linktest.Endpoint(b))},
 		{"IPv4+IPv6 two sockets, 32", m, batch(m, linktest.Endpoint(b), linktest.Endpoint(p6))},
+		{"IPv4 four source ports, 32", a, withSourcePorts(t, batch(a, linktest.Endpoint(b)), 4)},
 	}
 	for _, c := range cases {
 		var err error
@@ -465,4 +466,17 @@ func TestStateSocketClosed(t *testing.T) {
 		t.Fatalf("second state change, up=%v", up)
 	case <-time.After(20 * time.Millisecond):
 	}
+}
+
+// withSourcePorts makes pkts ask for n source ports of the RoCEv2 range in
+// turn, from 127.0.0.1.
+func withSourcePorts(t *testing.T, pkts []*link.Packet, n int) []*link.Packet {
+	var ports []uint16
+	for range n {
+		ports = append(ports, freeSourcePort(t, lo1, ports...))
+	}
+	for i, p := range pkts {
+		p.Src = netip.AddrPortFrom(lo1, ports[i%n])
+	}
+	return pkts
 }
