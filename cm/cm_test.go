@@ -102,7 +102,7 @@ func (r *recorder) none(t *testing.T) {
 	}
 }
 
-func pathTo(a netip.Addr) Path { return Path{DGID: verbs.GIDFromAddr(a)} }
+func pathTo(a netip.Addr) Path { return Path{DGID: wire.GIDFromAddr(a)} }
 
 func reqParams() *REQParams {
 	return &REQParams{ServiceID: svc, Path: pathTo(addrB), QPType: verbs.RC, QPN: 0x21, StartingPSN: 0x123,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -118,7 +119,7 @@ type Handler func(c *Conn, ev *Event)
 // the GRH fields to use.
 type Path struct {
 	SGIDIndex    int
-	DGID         verbs.GID
+	DGID         wire.GID
 	FlowLabel    uint32
 	HopLimit     uint8
 	TrafficClass uint8

@@ -7,6 +7,7 @@ import (
 	"github.com/softrdma/softrdma/cm"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -47,7 +48,7 @@ func Example() {
 		}
 	})
 	c.SendREQ(&cm.REQParams{ServiceID: service, QPType: verbs.RC, QPN: 0x21, StartingPSN: 2000,
-		Path:               cm.Path{DGID: verbs.GIDFromAddr(netip.MustParseAddr("192.0.2.2"))},
+		Path:               cm.Path{DGID: wire.GIDFromAddr(netip.MustParseAddr("192.0.2.2"))},
 		ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7,
 		PathMTU: verbs.MTU1024, LocalACKTimeout: 14})
 	fmt.Printf("peer QP %#x\n", <-done)

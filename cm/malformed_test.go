@@ -6,6 +6,7 @@ import (
 
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -18,7 +19,7 @@ type rawSender struct {
 	cq *verbs.CQ
 }
 
-func newRawSender(t *testing.T, d *verbs.Device, to verbs.GID) *rawSender {
+func newRawSender(t *testing.T, d *verbs.Device, to wire.GID) *rawSender {
 	t.Helper()
 	pd, _ := d.AllocPD()
 	cq, _ := d.CreateCQ(64, nil)
@@ -61,7 +62,7 @@ func (r *rawSender) send(t *testing.T, payload []byte) {
 // Malformed MADs on QP1 are dropped and counted; the CM keeps working.
 func TestMalformedMADs(t *testing.T) {
 	e := newEnv(t, loop.Faults{})
-	r := newRawSender(t, e.da, verbs.GIDFromAddr(addrB))
+	r := newRawSender(t, e.da, wire.GIDFromAddr(addrB))
 	var good [mad.Size]byte
 	mad.EncodeCM(good[:], 1, &mad.RTUFields{LocalCommID: 5, RemoteCommID: 6})
 	bad := [][]byte{
@@ -117,6 +118,6 @@ func FuzzDispatch(f *testing.F) {
 		}
 		var cp [mad.Size]byte
 		copy(cp[:], msg)
-		e.b.dispatch(Path{DGID: verbs.GIDFromAddr(addrA)}, mad.MAD(cp[:]))
+		e.b.dispatch(Path{DGID: wire.GIDFromAddr(addrA)}, mad.MAD(cp[:]))
 	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -106,11 +107,11 @@ type Manager struct {
 
 type ahKey struct {
 	sgid int
-	dgid verbs.GID
+	dgid wire.GID
 }
 
 type remKey struct {
-	gid  verbs.GID
+	gid  wire.GID
 	id   uint32
 	sidr bool
 }
@@ -382,11 +383,11 @@ func (m *Manager) handleWC(wc *verbs.WC) {
 		return
 	}
 	m.stats.Received.Add(1)
-	sgid := m.dev.GIDIndex(verbs.GIDFromAddr(dst))
+	sgid := m.dev.GIDIndex(wire.GIDFromAddr(dst))
 	if sgid < 0 {
 		sgid = 0
 	}
-	from := Path{SGIDIndex: sgid, DGID: verbs.GIDFromAddr(src), HopLimit: 64}
+	from := Path{SGIDIndex: sgid, DGID: wire.GIDFromAddr(src), HopLimit: 64}
 	// The buffer is reposted on return: handlers get copies.
 	var cp [mad.Size]byte
 	copy(cp[:], msg)

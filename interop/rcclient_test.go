@@ -18,6 +18,7 @@ import (
 	"github.com/softrdma/softrdma/interop/peer"
 	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // rcPingpongClient is a minimal ibv_rc_pingpong client written on the verbs
@@ -85,7 +86,7 @@ func rcPingpongClient(ctx context.Context, p *peer.Peer, local, server netip.Add
 	}
 	// "LID:QPN:PSN:GID", the GID as its 16 bytes in hex, NUL-terminated.
 	psn := rand.Uint32N(1 << 24)
-	gid := verbs.GIDFromAddr(local)
+	gid := wire.GIDFromAddr(local)
 	msg := fmt.Sprintf("%04x:%06x:%06x:%s\x00", 0, qp.QPN(), psn, hex.EncodeToString(gid[:]))
 	if _, err := io.WriteString(conn, msg); err != nil {
 		return err
@@ -110,7 +111,7 @@ func rcPingpongClient(ctx context.Context, p *peer.Peer, local, server netip.Add
 	if err != nil {
 		return err
 	}
-	err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: verbs.AHAttr{DGID: verbs.GID(rgidBytes), PortNum: 1},
+	err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: verbs.AHAttr{DGID: wire.GID(rgidBytes), PortNum: 1},
 		PathMTU: port.ActiveMTU, DestQPN: rqpn, RQPSN: rpsn, MaxDestRdAtomic: 1, MinRNRTimer: 12},
 		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 	if err != nil {

@@ -174,3 +174,11 @@ var (
 	// ErrDown is returned by Send on a link that is down (StateNotifier).
 	ErrDown = errors.New("link: down")
 )
+
+// SourcePortReserver is a link that can prepare a UDP source port before
+// packets ask for it (Packet.Src's port): a QP's port is known when it is
+// connected, so the link can open what it needs then, on the caller's
+// thread and off the data path.
+type SourcePortReserver interface {
+	ReserveSourcePort(src netip.Addr, port uint16)
+}

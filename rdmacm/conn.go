@@ -9,6 +9,7 @@ import (
 
 	"github.com/softrdma/softrdma/cm"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -395,10 +396,10 @@ func (id *ID) toRTSLocked(destQPN, rqPSN, sqPSN uint32, mtu verbs.MTU, maxDestRd
 	if pa, err := id.dev.dev.QueryPort(1); err == nil && (mtu == 0 || mtu > pa.ActiveMTU) {
 		mtu = pa.ActiveMTU
 	}
-	ah := verbs.AHAttr{DGID: verbs.GIDFromAddr(id.dst.Addr()), SGIDIndex: id.sgid, HopLimit: 64, PortNum: 1}
+	ah := verbs.AHAttr{DGID: wire.GIDFromAddr(id.dst.Addr()), SGIDIndex: id.sgid, HopLimit: 64, PortNum: 1}
 	if id.conn != nil {
 		p := id.conn.Path()
-		ah.DGID, ah.SGIDIndex = p.DGID, p.SGIDIndex
+		ah.DGID, ah.SGIDIndex, ah.FlowLabel = p.DGID, p.SGIDIndex, p.FlowLabel
 	}
 	err := id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
 		RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},

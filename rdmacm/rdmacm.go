@@ -15,6 +15,7 @@ import (
 	"github.com/softrdma/softrdma/cm"
 	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -124,7 +125,7 @@ func (s *CM) Close() error {
 
 // findGID returns the device and GID index owning address a.
 func (s *CM) findGID(a netip.Addr) (*devEntry, int) {
-	g := verbs.GIDFromAddr(a.Unmap().WithZone(""))
+	g := wire.GIDFromAddr(a.Unmap().WithZone(""))
 	for _, e := range s.devs {
 		if i := e.dev.GIDIndex(g); i >= 0 {
 			return e, i
@@ -430,8 +431,12 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 	return err
 }
 
+// pathLocked is the path of a connection the ID initiates, with the flow
+// label Linux's rdma_cm gives it (from the two rdma_cm ports), which the
+// REQ carries to the peer: both QPs send from the UDP source port it gives.
 func (id *ID) pathLocked() cm.Path {
-	return cm.Path{SGIDIndex: id.sgid, DGID: verbs.GIDFromAddr(id.dst.Addr()), HopLimit: 64}
+	return cm.Path{SGIDIndex: id.sgid, DGID: wire.GIDFromAddr(id.dst.Addr()), HopLimit: 64,
+		FlowLabel: mad.RoCEFlowLabel(id.src.Port(), id.dst.Port())}
 }
 
 func (id *ID) serviceID(port uint16) uint64 { return mad.ServiceID(id.ps, port) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 func TestOpenErrors(t *testing.T) {
@@ -31,8 +32,8 @@ func TestOpen(t *testing.T) {
 	}
 	defer d.Close()
 	g, err := d.QueryGID(1, 0)
-	if err != nil || g != verbs.GIDFromAddr(a) {
-		t.Errorf("GID[0] %v, %v; want %v", g, err, verbs.GIDFromAddr(a))
+	if err != nil || g != wire.GIDFromAddr(a) {
+		t.Errorf("GID[0] %v, %v; want %v", g, err, wire.GIDFromAddr(a))
 	}
 	pa, err := d.QueryPort(1)
 	if err != nil || pa.ActiveMTU != verbs.MTU1024 || pa.State != verbs.PortActive {

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -117,18 +116,6 @@ type PortAttr struct {
 	PKeys        []wire.PKey
 }
 
-// GID is a 128-bit global identifier. On RoCEv2 it is an IPv6 address or an
-// IPv4-mapped IPv6 address.
-type GID [16]byte
-
-// GIDFromAddr returns the RoCEv2 GID of an IP address.
-func GIDFromAddr(a netip.Addr) GID { return GID(a.As16()) }
-
-// Addr returns the IP address the GID stands for (IPv4 unmapped).
-func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
-
-func (g GID) String() string { return netip.AddrFrom16(g).String() }
-
 // Options configure a device.
 type Options struct {
 	// Name is the device name (default "softrdma0").
@@ -153,7 +140,7 @@ type Device struct {
 	mtu   MTU
 	rport uint16
 	guid  uint64
-	gids  []GID
+	gids  []wire.GID
 
 	mrs *mem.Table
 
@@ -249,7 +236,7 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	// A GUID in the style of an EUI-64 with the locally administered bit.
 	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56
 	for _, a := range addrs {
-		d.gids = append(d.gids, GIDFromAddr(a))
+		d.gids = append(d.gids, wire.GIDFromAddr(a))
 	}
 	if sn, ok := l.(link.StateNotifier); ok {
 		sn.NotifyState(d.linkState)
@@ -327,18 +314,18 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 }
 
 // GIDs returns the GID table of port 1.
-func (d *Device) GIDs() []GID { return append([]GID(nil), d.gids...) }
+func (d *Device) GIDs() []wire.GID { return append([]wire.GID(nil), d.gids...) }
 
 // QueryGID returns entry index of port 1's GID table.
-func (d *Device) QueryGID(port, index int) (GID, error) {
+func (d *Device) QueryGID(port, index int) (wire.GID, error) {
 	if port != 1 || index < 0 || index >= len(d.gids) {
-		return GID{}, errf(ErrInvalid, "GID port %d index %d (table has %d entries)", port, index, len(d.gids))
+		return wire.GID{}, errf(ErrInvalid, "GID port %d index %d (table has %d entries)", port, index, len(d.gids))
 	}
 	return d.gids[index], nil
 }
 
 // GIDIndex returns the index of gid in the table, or -1.
-func (d *Device) GIDIndex(g GID) int {
+func (d *Device) GIDIndex(g wire.GID) int {
 	for i, x := range d.gids {
 		if x == g {
 			return i

@@ -210,8 +210,8 @@ func sglLen(sgl []SGE) uint64 {
 
 // AHAttr is an address vector (ibv_ah_attr with its GRH).
 type AHAttr struct {
-	DGID         GID // destination GID
-	SGIDIndex    int // index of the source GID in the device's table
+	DGID         wire.GID // destination GID
+	SGIDIndex    int      // index of the source GID in the device's table
 	FlowLabel    uint32
 	HopLimit     uint8
 	TrafficClass uint8

@@ -386,7 +386,21 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 		return errf(ErrInvalid, "nil attributes")
 	}
 	qp.mu.Lock()
-	defer qp.unlockSend()
+	err := qp.modifyLocked(attr, mask)
+	src, sport := qp.src, qp.sport
+	qp.unlockSend()
+	if err == nil && mask&AttrAV != 0 && (qp.typ == RC || qp.typ == UC) {
+		// The QP's source port is known: let the link prepare it now, on
+		// this thread and off the data path (link/udp opens a socket).
+		if r, ok := qp.dev.link.(link.SourcePortReserver); ok {
+			r.ReserveSourcePort(src, sport)
+		}
+	}
+	return err
+}
+
+// modifyLocked is Modify under the QP lock.
+func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	if qp.dead {
 		return errf(ErrClosed, "QP destroyed")
 	}

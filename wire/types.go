@@ -3,7 +3,10 @@
 
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Mask24 keeps the low 24 bits of a value; PSNs, QPNs and MSNs are 24 bits.
 const Mask24 = 1<<24 - 1
@@ -91,3 +94,16 @@ type MSN uint32
 
 // Add returns m+n modulo 2^24.
 func (m MSN) Add(n int) MSN { return MSN((int64(m) + int64(n)) & Mask24) }
+
+// GID is a 128-bit global identifier. On RoCEv2 it is an IPv6 address or an
+// IPv4-mapped IPv6 address (the GRH's addresses, carried by the IP header).
+type GID [16]byte
+
+// GIDFromAddr returns the RoCEv2 GID of an IP address.
+func GIDFromAddr(a netip.Addr) GID { return GID(a.As16()) }
+
+// Addr returns the IP address the GID stands for (IPv4 unmapped).
+func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
+
+// String returns the GID as an IPv6 address (IPv4-mapped for IPv4).
+func (g GID) String() string { return netip.AddrFrom16(g).String() }

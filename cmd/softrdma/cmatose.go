@@ -15,6 +15,7 @@ import (
 
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 type cmaTest struct {
@@ -245,7 +246,7 @@ func (t *cmaTest) replyAH(n *cmaNode, wc *verbs.WC) error {
 	} else {
 		src = netip.AddrFrom4([4]byte(g[32:36]))
 	}
-	ah, err := n.pd.CreateAH(verbs.AHAttr{DGID: verbs.GIDFromAddr(src), SGIDIndex: n.id.SGIDIndex(), HopLimit: 64, PortNum: 1})
+	ah, err := n.pd.CreateAH(verbs.AHAttr{DGID: wire.GIDFromAddr(src), SGIDIndex: n.id.SGIDIndex(), HopLimit: 64, PortNum: 1})
 	if err != nil {
 		return err
 	}

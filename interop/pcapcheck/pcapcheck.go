@@ -58,8 +58,9 @@ type Report struct {
 	// whose payload is not a MAD is a problem.
 	SentMADs, ReceivedMADs map[string]int
 
-	seen  map[seenKey]bool
-	flows []flow // every RoCE packet, for the source-port check
+	seen       map[seenKey]bool
+	flows      []flow   // every RoCE packet, for the source-port check
+	flowLabels []uint32 // the primary path flow labels of every REQ
 }
 
 // flow is what the source-port check needs of a packet.
@@ -160,8 +161,9 @@ func Check(path string, senders []netip.Addr) (*Report, error) {
 
 // checkPorts checks every packet's UDP source port as Linux chooses it
 // (wire/srcport.go): a UD packet's comes from its source QP (DETH); a
-// connected QP's from its flow label (IPv6 carries it) or, without one,
-// from its QP pair, whose local QP is one the other side sent packets to.
+// connected QP's from its flow label (IPv6 carries it; a REQ in the
+// capture gives it for a connection rdma_cm set up) or, without one, from
+// its QP pair, whose local QP is one the other side sent packets to.
 // Where the other side sent nothing to a QP but QP1 (one-way UC traffic),
 // the pair is unknown and only the port's range is checked.
 func (rep *Report) checkPorts() {
@@ -183,6 +185,9 @@ func (rep *Report) checkPorts() {
 		default:
 			if f.flowLabel != 0 {
 				want = append(want, wire.FlowSourcePort(f.flowLabel))
+			}
+			for _, fl := range rep.flowLabels {
+				want = append(want, wire.FlowSourcePort(fl))
 			}
 			for a := range addressed[1-b2i(f.sent)] {
 				want = append(want, wire.ConnectedSourcePort(0, a, f.dstQP))
@@ -235,6 +240,11 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 				problem = fmt.Sprintf("%s to QP1 is not a MAD: %v", op, merr)
 			} else {
 				madName = madString(m)
+				if m.MgmtClass() == mad.ClassCM && m.AttributeID() == mad.AttrREQ {
+					if fl := mad.REQ(m.Data()).PrimaryPath().FlowLabel(); fl != 0 {
+						rep.flowLabels = append(rep.flowLabels, fl)
+					}
+				}
 			}
 		}
 		if a := pkt.AETH(); a != nil {

@@ -287,6 +287,14 @@ func (l *Link) record(src, dst netip.AddrPort, pkt []byte) {
 	}
 }
 
+// ReserveSourcePort passes the reservation to the inner link, if it takes
+// one (link.SourcePortReserver).
+func (l *Link) ReserveSourcePort(src netip.Addr, port uint16) {
+	if r, ok := l.inner.(link.SourcePortReserver); ok {
+		r.ReserveSourcePort(src, port)
+	}
+}
+
 // Start starts the inner link with a handler that records each received
 // packet and then hands the batch to h.
 func (l *Link) Start(h link.Handler) error {

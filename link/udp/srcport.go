@@ -138,3 +138,10 @@ func count(c *atomic.Uint64) {
 		c.Add(1)
 	}
 }
+
+// ReserveSourcePort opens the socket for packets from src asking for port,
+// if they will need one (link.SourcePortReserver): verbs calls it when a QP
+// gets its port, on the caller's thread, so the socket is in the network
+// namespace the device was opened in even if the first packet is sent from
+// elsewhere.
+func (l *Link) ReserveSourcePort(src netip.Addr, port uint16) { l.SourcePort(src, port) }

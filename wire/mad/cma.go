@@ -194,3 +194,12 @@ func (f *CMAHeaderFields) Encode(b []byte) {
 	h.SetSrcAddr(f.SrcAddr)
 	h.SetDstAddr(f.DstAddr)
 }
+
+// RoCEFlowLabel returns the flow label Linux's rdma_cm puts in the path of
+// a RoCEv2 connection it initiates (and so in its REQ, and in both QPs'
+// address vectors): the rdma_cm source port times 31 plus the destination
+// port, in 20 bits. Both ends derive their UDP source port from it
+// (wire.FlowSourcePort).
+func RoCEFlowLabel(srcPort, dstPort uint16) uint32 {
+	return (uint32(srcPort)*31 + uint32(dstPort)) & 0xFFFFF
+}

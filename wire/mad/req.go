@@ -4,6 +4,8 @@
 
 package mad
 
+import "github.com/softrdma/softrdma/wire"
+
 // Sizes of REQ parts.
 const (
 	REQPathSize        = 44 // one path description inside a REQ
@@ -324,16 +326,16 @@ func (p REQPath) SetRemoteLID(v uint16) { be.PutUint16(p[2:], v) }
 
 // LocalGID returns the sender's port GID. On RoCEv2 with IPv4 it is the
 // IPv4-mapped IPv6 address (::ffff:a.b.c.d).
-func (p REQPath) LocalGID() (g [16]byte) { copy(g[:], p[4:20]); return g }
+func (p REQPath) LocalGID() (g wire.GID) { copy(g[:], p[4:20]); return g }
 
 // SetLocalGID sets the sender's port GID.
-func (p REQPath) SetLocalGID(g [16]byte) { copy(p[4:20], g[:]) }
+func (p REQPath) SetLocalGID(g wire.GID) { copy(p[4:20], g[:]) }
 
 // RemoteGID returns the receiver's port GID.
-func (p REQPath) RemoteGID() (g [16]byte) { copy(g[:], p[20:36]); return g }
+func (p REQPath) RemoteGID() (g wire.GID) { copy(g[:], p[20:36]); return g }
 
 // SetRemoteGID sets the receiver's port GID.
-func (p REQPath) SetRemoteGID(g [16]byte) { copy(p[20:36], g[:]) }
+func (p REQPath) SetRemoteGID(g wire.GID) { copy(p[20:36], g[:]) }
 
 // FlowLabel returns the 20-bit flow label.
 func (p REQPath) FlowLabel() uint32 { return be.Uint32(p[36:]) >> 12 }
@@ -401,8 +403,8 @@ func (p REQPath) Fields() REQPathFields {
 type REQPathFields struct {
 	LocalLID        uint16
 	RemoteLID       uint16
-	LocalGID        [16]byte
-	RemoteGID       [16]byte
+	LocalGID        wire.GID
+	RemoteGID       wire.GID
 	FlowLabel       uint32 // 20 bits
 	PacketRate      uint8  // 6 bits
 	TrafficClass    uint8

@@ -16,6 +16,7 @@ import (
 
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // cacheLineSize is what softrdma announces as its cache-line size.
@@ -65,7 +66,7 @@ type side struct {
 	ids  []*rdmacm.ID
 
 	gidIndex  int
-	gid       verbs.GID
+	gid       wire.GID
 	mtu       verbs.MTU
 	cycle     int // cycle buffer (page size, the larger of both sides)
 	cacheLine int
@@ -314,10 +315,10 @@ func (s *side) exchangeKeys() error {
 	if s.cfg.RDMACM {
 		return nil // perftest checks GID types only without rdma_cm
 	}
-	first, peer := verbs.GID(s.my[0].GID).Addr().Is4(), verbs.GID(s.rem[0].GID).Addr().Is4()
+	first, peer := wire.GID(s.my[0].GID).Addr().Is4(), wire.GID(s.rem[0].GID).Addr().Is4()
 	if first != peer {
 		return fmt.Errorf("%w: found incompatibility issue with GID types (local %v, remote %v): use the same IP version on both sides",
-			ErrExchange, verbs.GID(s.my[0].GID), verbs.GID(s.rem[0].GID))
+			ErrExchange, wire.GID(s.my[0].GID), wire.GID(s.rem[0].GID))
 	}
 	return nil
 }
@@ -352,7 +353,7 @@ func (s *side) connect() error {
 	for i, qp := range s.qps {
 		r := &s.rem[i]
 		err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, PathMTU: s.mtu, DestQPN: r.QPN, RQPSN: r.PSN,
-			AH:              verbs.AHAttr{DGID: verbs.GID(r.GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1},
+			AH:              verbs.AHAttr{DGID: wire.GID(r.GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1},
 			MaxDestRdAtomic: min(int(s.my[i].OutReads), verbs.MaxQPRdAtom), MinRNRTimer: 12},
 			verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // MsgLen is the length of one exchange message: "LLLL:QQQQQQ:PPPPPP:" and
@@ -33,7 +33,7 @@ type Dest struct {
 	LID uint16
 	QPN uint32
 	PSN uint32
-	GID verbs.GID
+	GID wire.GID
 }
 
 // Marshal returns the message for d.

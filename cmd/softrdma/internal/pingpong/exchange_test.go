@@ -6,11 +6,11 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 func TestDestRoundTrip(t *testing.T) {
-	d := Dest{LID: 0xbeef, QPN: 0x123456, PSN: 0xabcdef, GID: verbs.GIDFromAddr(netip.MustParseAddr("198.18.0.1"))}
+	d := Dest{LID: 0xbeef, QPN: 0x123456, PSN: 0xabcdef, GID: wire.GIDFromAddr(netip.MustParseAddr("198.18.0.1"))}
 	m := d.Marshal()
 	want := "beef:123456:abcdef:00000000000000000000ffffc6120001\x00"
 	if string(m[:]) != want {

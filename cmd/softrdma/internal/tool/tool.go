@@ -44,6 +44,7 @@ import (
 	"github.com/softrdma/softrdma/link/udp"
 	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // DevicePrefix is the prefix of the name of a device on an interface.
@@ -94,7 +95,7 @@ type Device struct {
 	*verbs.Device
 	// GIDIndex and GID are the chosen entry of the GID table.
 	GIDIndex int
-	GID      verbs.GID
+	GID      wire.GID
 	// Interface is the interface the device is on ("" with --bind).
 	Interface string
 	// Pcap is the tap's writer, or nil.
@@ -223,7 +224,7 @@ func (f *Flags) gidIndex(dev *verbs.Device, local netip.Addr) (int, error) {
 		return f.GIDIdx, nil
 	}
 	if local.IsValid() {
-		if i := dev.GIDIndex(verbs.GIDFromAddr(local.WithZone(""))); i >= 0 {
+		if i := dev.GIDIndex(wire.GIDFromAddr(local.WithZone(""))); i >= 0 {
 			return i, nil
 		}
 	}
