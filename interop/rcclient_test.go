@@ -112,12 +112,12 @@ func rcPingpongClient(ctx context.Context, p *peer.Peer, local, server netip.Add
 		return err
 	}
 	err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: verbs.AHAttr{DGID: wire.GID(rgidBytes), PortNum: 1},
-		PathMTU: port.ActiveMTU, DestQPN: rqpn, RQPSN: rpsn, MaxDestRdAtomic: 1, MinRNRTimer: 12},
+		PathMTU: port.ActiveMTU, DestQPN: wire.QPN(rqpn), RQPSN: wire.PSN(rpsn), MaxDestRdAtomic: 1, MinRNRTimer: 12},
 		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 	if err != nil {
 		return err
 	}
-	err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+	err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: wire.PSN(psn), Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
 		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
 	if err != nil {
 		return err

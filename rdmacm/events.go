@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // EventType is the kind of an rdma_cm event (enum rdma_cm_event_type, same
@@ -73,7 +74,7 @@ type ConnParam struct {
 	RetryCount         uint8 // 0..7
 	RNRRetryCount      uint8 // 0..7
 	SRQ                bool
-	QPNum              uint32 // the peer's QPN in events
+	QPNum              wire.QPN // the peer's QPN in events
 }
 
 // UDParam are the parameters of a UD "connection" (struct rdma_ud_param):
@@ -81,8 +82,8 @@ type ConnParam struct {
 type UDParam struct {
 	PrivateData []byte
 	AH          verbs.AHAttr
-	QPNum       uint32
-	QKey        uint32
+	QPNum       wire.QPN
+	QKey        wire.QKey
 }
 
 // Event is an rdma_cm event (struct rdma_cm_event).

@@ -8,6 +8,8 @@ package verbs
 import (
 	"context"
 	"sync"
+
+	"github.com/softrdma/softrdma/wire"
 )
 
 // WC is a work completion (ibv_wc).
@@ -18,8 +20,8 @@ type WC struct {
 	VendorErr uint32
 	ByteLen   uint32
 	Imm       uint32 // valid with WCWithImm, in host order
-	QPNum     uint32
-	SrcQP     uint32
+	QPNum     wire.QPN
+	SrcQP     wire.QPN
 	Flags     WCFlags
 	PKeyIndex uint16
 	SLID      uint16

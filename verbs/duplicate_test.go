@@ -133,7 +133,7 @@ func (p *pair) injectRequest(h *wire.Headers) {
 	}
 }
 
-func readRequest(psn wire.PSN, rkey uint32, va uint64, n int) *wire.Headers {
+func readRequest(psn wire.PSN, rkey wire.RKey, va uint64, n int) *wire.Headers {
 	return &wire.Headers{
 		BTH:  wire.BTHFields{Opcode: wire.RCReadRequest, PSN: psn, AckReq: true},
 		RETH: wire.RETHFields{VA: va, RKey: wire.RKey(rkey), DMALen: uint32(n)},
@@ -286,7 +286,7 @@ func testDuplicateRequests(t *testing.T, transport string) {
 		RemoteAddr: mb.Addr() + 56*1024, RKey: mb.RKey(), CompareAdd: 2})
 	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 3, Success, WCFetchAdd)
 	first, span = rx.since(mark)[0].psn, 1
-	faa := func(rkey uint32, va uint64) *wire.Headers {
+	faa := func(rkey wire.RKey, va uint64) *wire.Headers {
 		return &wire.Headers{
 			BTH:    wire.BTHFields{Opcode: wire.RCFetchAdd, PSN: first, AckReq: true},
 			Atomic: wire.AtomicETHFields{VA: va, RKey: wire.RKey(rkey), SwapAdd: 2},
@@ -363,7 +363,7 @@ func FuzzStaleRequests(f *testing.F) {
 			if h.BTH.PSN.Diff(expected) >= 0 {
 				continue // not stale: this target is about duplicates
 			}
-			rkeys := []uint32{mb.RKey(), mc.RKey(), mb.RKey() ^ 0x80, binary.BigEndian.Uint32(c[4:])}
+			rkeys := []wire.RKey{mb.RKey(), mc.RKey(), mb.RKey() ^ 0x80, wire.RKey(binary.BigEndian.Uint32(c[4:]))}
 			rkey := wire.RKey(rkeys[int(c[3])%len(rkeys)])
 			va := mb.Addr() + uint64(c[5])*256
 			if c[3]&4 != 0 {

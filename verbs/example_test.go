@@ -13,6 +13,7 @@ import (
 
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // Opening a device on each end of an in-process network.
@@ -55,7 +56,7 @@ func ExampleQP_Modify() {
 	devB, qpB := openWithQP(network, "10.0.0.2")
 	defer devB.Close()
 
-	connect := func(qp *verbs.QP, peer *verbs.Device, peerQPN, recvPSN, sendPSN uint32) error {
+	connect := func(qp *verbs.QP, peer *verbs.Device, peerQPN wire.QPN, recvPSN, sendPSN wire.PSN) error {
 		// INIT: port, P_Key and what the peer may do to our memory.
 		err := qp.Modify(&verbs.QPAttr{
 			State:       verbs.StateInit,
@@ -183,7 +184,7 @@ func Example() {
 
 	// Connect: RESET -> INIT -> RTR -> RTS on both sides (see
 	// ExampleQP_Modify for each step).
-	connect := func(local, remote end, rqPSN, sqPSN uint32) {
+	connect := func(local, remote end, rqPSN, sqPSN wire.PSN) {
 		steps := []struct {
 			attr verbs.QPAttr
 			mask verbs.AttrMask

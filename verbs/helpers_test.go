@@ -8,6 +8,7 @@ import (
 
 	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link/loop"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // pair is two connected QPs on two devices, with their PDs, CQs and memory.
@@ -139,7 +140,7 @@ func (p *pair) connect(o pairOpts) {
 
 // bringUp moves qp from RESET through INIT and RTR to RTS, connected (RC,
 // UC) to peerQP on peer, with the pair's options.
-func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn uint32) {
+func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn wire.PSN) {
 	t, o := p.t, p.opts
 	t.Helper()
 	access := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic

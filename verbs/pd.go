@@ -141,10 +141,10 @@ func (mr *MR) Addr() uint64 { return mr.m.VA }
 func (mr *MR) Len() int { return len(mr.m.Buf) }
 
 // LKey returns the local key.
-func (mr *MR) LKey() uint32 { return uint32(mr.m.LKey) }
+func (mr *MR) LKey() wire.LKey { return mr.m.LKey }
 
 // RKey returns the remote key.
-func (mr *MR) RKey() uint32 { return uint32(mr.m.RKey) }
+func (mr *MR) RKey() wire.RKey { return mr.m.RKey }
 
 // Access returns the region's permissions.
 func (mr *MR) Access() Access { return mr.m.Access }
@@ -187,10 +187,10 @@ func (mr *MR) Dereg() error {
 type SGE struct {
 	Addr   uint64
 	Length uint32
-	LKey   uint32
+	LKey   wire.LKey
 }
 
-func (s SGE) mem() mem.SGE { return mem.SGE{Addr: s.Addr, Length: s.Length, LKey: wire.LKey(s.LKey)} }
+func (s SGE) mem() mem.SGE { return mem.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey} }
 
 // appendSGL converts an SGL to the engine's form, appending to dst.
 func appendSGL(dst []mem.SGE, sgl []SGE) []mem.SGE {

@@ -68,10 +68,10 @@ type QPAttr struct {
 	State            QPState
 	CurState         QPState
 	PathMTU          MTU
-	QKey             uint32
-	RQPSN            uint32
-	SQPSN            uint32
-	DestQPN          uint32
+	QKey             wire.QKey
+	RQPSN            wire.PSN
+	SQPSN            wire.PSN
+	DestQPN          wire.QPN
 	AccessFlags      Access
 	Cap              QPCap
 	AH               AHAttr
@@ -246,7 +246,7 @@ func (qp *QP) releaseRefs() {
 }
 
 // QPN returns the queue pair number.
-func (qp *QP) QPN() uint32 { return uint32(qp.qpn) }
+func (qp *QP) QPN() wire.QPN { return qp.qpn }
 
 // Type returns the QP's transport type.
 func (qp *QP) Type() QPType { return qp.typ }
@@ -298,8 +298,8 @@ func (qp *QP) Query() (QPAttr, QPInitAttr) {
 	defer qp.mu.Unlock()
 	a := qp.attr
 	a.State, a.CurState = qp.state, qp.state
-	a.SQPSN = uint32(qp.req.PSN())
-	a.RQPSN = uint32(qp.resp.psn)
+	a.SQPSN = qp.req.PSN()
+	a.RQPSN = qp.resp.psn
 	a.SQDraining = qp.state == StateSQD && !qp.sq.drainNotified
 	return a, QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq,
 		Cap: qp.attr.Cap, SQSigAll: qp.sqSigAll, Context: qp.Context}
@@ -492,10 +492,10 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 		a.DestQPN = attr.DestQPN
 	}
 	if mask&AttrRQPSN != 0 {
-		qp.resp.psn = wire.PSN(attr.RQPSN)
+		qp.resp.psn = attr.RQPSN
 	}
 	if mask&AttrSQPSN != 0 {
-		qp.req.SetPSN(wire.PSN(attr.SQPSN))
+		qp.req.SetPSN(attr.SQPSN)
 	}
 	if mask&AttrMaxQPRdAtomic != 0 {
 		a.MaxRdAtomic = attr.MaxRdAtomic
@@ -524,7 +524,7 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	if mask&AttrAV != 0 && (qp.typ == RC || qp.typ == UC) {
 		// A connected QP's packets leave from a source port of the QP
 		// pair, as Linux chooses it (wire.ConnectedSourcePort).
-		qp.sport = wire.ConnectedSourcePort(a.AH.FlowLabel, qp.qpn, wire.QPN(a.DestQPN))
+		qp.sport = wire.ConnectedSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN)
 	}
 	qp.attr = a
 	qp.pkey = wire.DefaultPKey

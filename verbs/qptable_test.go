@@ -69,7 +69,7 @@ func BenchmarkQPSetup(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					psn := uint32(i)
+					psn := wire.PSN(i)
 					p.bringUp(qa, p.db, qb, psn, psn)
 					p.bringUp(qb, p.da, qa, psn, psn)
 				}

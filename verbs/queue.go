@@ -23,15 +23,15 @@ type SendWR struct {
 	Imm uint32
 	// RDMA and atomic operations: the remote address and key.
 	RemoteAddr uint64
-	RKey       uint32
+	RKey       wire.RKey
 	// Atomics: CompareAdd is the compare value (CMP_AND_SWP) or the addend
 	// (FETCH_AND_ADD); Swap is the swap value.
 	CompareAdd uint64
 	Swap       uint64
 	// UD: the destination.
 	AH         *AH
-	RemoteQPN  uint32
-	RemoteQKey uint32
+	RemoteQPN  wire.QPN
+	RemoteQKey wire.QKey
 }
 
 // RecvWR is a receive work request (ibv_recv_wr).

@@ -100,7 +100,7 @@ func (qp *QP) takeRecvLocked() bool {
 func (qp *QP) completeRecvLocked(wc *WC, solicited bool) {
 	qp.resp.hasWQE = false
 	wc.WRID = qp.resp.wqe.id
-	wc.QPNum = uint32(qp.qpn)
+	wc.QPNum = qp.qpn
 	if !qp.recvCQ.push(wc, solicited) {
 		qp.cqOverflowLocked()
 	}
@@ -117,7 +117,7 @@ func (qp *QP) flushRecvLocked() {
 	}
 	for qp.rq.count() > 0 {
 		w := qp.rq.peek()
-		wc := WC{WRID: w.id, Status: WRFlushErr, Opcode: WCRecv, QPNum: uint32(qp.qpn)}
+		wc := WC{WRID: w.id, Status: WRFlushErr, Opcode: WCRecv, QPNum: qp.qpn}
 		qp.rq.head++
 		if !qp.recvCQ.push(&wc, false) {
 			break
@@ -410,7 +410,7 @@ func (qp *QP) sendPendingAckLocked() {
 
 func (qp *QP) sendAckLocked(syn wire.Syndrome, psn wire.PSN) {
 	var h wire.Headers
-	h.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
+	h.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn}
 	h.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
 	p := link.Get()
 	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)
@@ -420,7 +420,7 @@ func (qp *QP) sendAckLocked(syn wire.Syndrome, psn wire.PSN) {
 
 func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
 	var h wire.Headers
-	h.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: psn}
+	h.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn}
 	h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
 	h.AtomicAck = orig
 	p := link.Get()
@@ -483,7 +483,7 @@ const grhLen = 40
 // header sits at offset 20 of it), payload after it.
 func (qp *QP) handleUDLocked(pkt wire.Packet, p *link.Packet) {
 	deth := pkt.DETH()
-	if deth.QKey() != wire.QKey(qp.attr.QKey) {
+	if deth.QKey() != qp.attr.QKey {
 		qp.dev.stats.RxQKeyDrop.Add(1)
 		return
 	}
@@ -507,7 +507,7 @@ func (qp *QP) handleUDLocked(pkt wire.Packet, p *link.Packet) {
 		return
 	}
 	wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(grhLen + len(payload)),
-		SrcQP: uint32(deth.SrcQP()), Flags: WCGRH}
+		SrcQP: deth.SrcQP(), Flags: WCGRH}
 	if imm, ok := pkt.Imm(); ok {
 		wc.Imm, wc.Flags = imm, wc.Flags|WCWithImm
 	}

@@ -96,7 +96,7 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 	w := qp.sq.at(qp.req.Tail())
 	*w = swqe{sgl: w.sgl[:0], inline: w.inline[:0]}
 	w.id, w.op, w.info, w.flags, w.imm = wr.ID, wr.Opcode, wrInfoOf(wr.Opcode), wr.Flags, wr.Imm
-	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wire.RKey(wr.RKey), wr.CompareAdd, wr.Swap
+	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
 	w.signaled = qp.sqSigAll || wr.Flags&SendSignaled != 0
 	w.length = int(sglLen(wr.SGL))
 	if wr.Flags&SendInline != 0 {
@@ -115,10 +115,10 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 	}
 	if qp.typ == UD {
 		w.src, w.dst = wr.AH.src, wr.AH.dst
-		w.rqpn = wire.QPN(wr.RemoteQPN)
-		w.qkey = wire.QKey(wr.RemoteQKey)
+		w.rqpn = wr.RemoteQPN
+		w.qkey = wr.RemoteQKey
 		if w.qkey.Controlled() {
-			w.qkey = wire.QKey(qp.attr.QKey)
+			w.qkey = qp.attr.QKey
 		}
 	}
 	qp.req.Post(w.info.class, w.length, w.flags&SendFence != 0)
@@ -167,7 +167,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	w := qp.sq.at(rp.Seq)
 	var h wire.Headers
 	op := w.info.requestOpcode(qp.typ, rp.First, rp.Last)
-	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: wire.QPN(qp.attr.DestQPN), PSN: rp.PSN, AckReq: rp.AckReq}
+	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: rp.PSN, AckReq: rp.AckReq}
 	dst, src := qp.dst, qp.src
 	switch w.info.class {
 	case classWrite:
@@ -279,7 +279,7 @@ func (s *reqSink) Retire(seq uint64, st requester.Status) {
 	w := qp.sq.at(seq)
 	status := coreStatus[st]
 	if w.signaled || status != Success {
-		wc := WC{WRID: w.id, Status: status, Opcode: w.info.wc, QPNum: uint32(qp.qpn)}
+		wc := WC{WRID: w.id, Status: status, Opcode: w.info.wc, QPNum: qp.qpn}
 		if status == Success {
 			switch w.info.class {
 			case classRead:

@@ -222,16 +222,16 @@ func TestStatusRemAccessErr(t *testing.T) {
 		p      *pair
 		ma, mb *MR
 	}
-	write := func(e env, addr uint64, rkey uint32) SendWR {
+	write := func(e env, addr uint64, rkey wire.RKey) SendWR {
 		return SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{e.ma.SGE(0, 64)}, RemoteAddr: addr, RKey: rkey}
 	}
-	read := func(e env, addr uint64, rkey uint32) SendWR {
+	read := func(e env, addr uint64, rkey wire.RKey) SendWR {
 		return SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{e.ma.SGE(0, 64)}, RemoteAddr: addr, RKey: rkey}
 	}
-	faa := func(e env, addr uint64, rkey uint32) SendWR {
+	faa := func(e env, addr uint64, rkey wire.RKey) SendWR {
 		return SendWR{ID: 1, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{e.ma.SGE(0, 8)}, RemoteAddr: addr, RKey: rkey, CompareAdd: 1}
 	}
-	cas := func(e env, addr uint64, rkey uint32) SendWR {
+	cas := func(e env, addr uint64, rkey wire.RKey) SendWR {
 		return SendWR{ID: 1, Opcode: WRAtomicCmpAndSwp, Flags: SendSignaled, SGL: []SGE{e.ma.SGE(0, 8)}, RemoteAddr: addr, RKey: rkey}
 	}
 	otherMR := func(e env, access Access) *MR {

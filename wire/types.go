@@ -44,6 +44,18 @@ const (
 // Valid reports whether n fits in 24 bits.
 func (n QPN) Valid() bool { return n <= Mask24 }
 
+// Format prints the QPN as String does for %v and %s, and as a number for
+// the other verbs (%d, %x, %#x, %06x...), so a QPN prints as a number
+// wherever a number is asked for.
+func (n QPN) Format(f fmt.State, verb rune) {
+	switch verb {
+	case 'v', 's':
+		fmt.Fprintf(f, fmt.FormatString(f, 's'), n.String())
+	default:
+		fmt.Fprintf(f, fmt.FormatString(f, verb), uint32(n))
+	}
+}
+
 func (n QPN) String() string { return fmt.Sprintf("0x%06x", uint32(n)) }
 
 // PKey is a 16-bit partition key. The high bit marks full membership.

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -228,6 +229,20 @@ func TestACKTimeout(t *testing.T) {
 	for e, want := range map[uint8]string{1: "8.192µs", 14: "67.108864ms", 18: "1.073741824s", 31: "2h26m36.093022208s"} {
 		if got := wire.ACKTimeout(e).String(); got != want {
 			t.Errorf("ACKTimeout(%d) = %s, want %s", e, got, want)
+		}
+	}
+}
+
+// TestQPNFormat: a QPN prints as String for %v and %s and as a number for
+// the numeric verbs, with their flags.
+func TestQPNFormat(t *testing.T) {
+	n := wire.QPN(0x2a)
+	for _, c := range []struct{ format, want string }{
+		{"%v", "0x00002a"}, {"%s", "0x00002a"}, {"%10v", "  0x00002a"},
+		{"%d", "42"}, {"%x", "2a"}, {"%#x", "0x2a"}, {"%06x", "00002a"}, {"%X", "2A"},
+	} {
+		if got := fmt.Sprintf(c.format, n); got != c.want {
+			t.Errorf("Sprintf(%q, QPN 0x2a) = %q, want %q", c.format, got, c.want)
 		}
 	}
 }

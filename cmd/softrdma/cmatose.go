@@ -40,8 +40,8 @@ type cmaNode struct {
 	mr         *verbs.MR
 	mem        []byte
 	ah         *verbs.AH
-	remoteQPN  uint32
-	remoteQKey uint32
+	remoteQPN  wire.QPN
+	remoteQKey wire.QKey
 }
 
 func runCmatose(ctx context.Context, args []string, out io.Writer) error {
@@ -186,7 +186,7 @@ func (t *cmaTest) postSends(n *cmaNode, signaled bool) error {
 	}
 	wr := verbs.SendWR{Opcode: verbs.WRSend, SGL: []verbs.SGE{n.mr.SGE(0, t.size)}}
 	if t.ud {
-		wr.Opcode, wr.Imm = verbs.WRSendWithImm, n.id.QP().QPN()
+		wr.Opcode, wr.Imm = verbs.WRSendWithImm, uint32(n.id.QP().QPN())
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = n.ah, n.remoteQPN, n.remoteQKey
 	}
 	if signaled {
@@ -250,7 +250,7 @@ func (t *cmaTest) replyAH(n *cmaNode, wc *verbs.WC) error {
 	if err != nil {
 		return err
 	}
-	n.ah, n.remoteQPN = ah, wc.Imm
+	n.ah, n.remoteQPN = ah, wire.QPN(wc.Imm)
 	a, _ := n.id.QP().Query()
 	n.remoteQKey = a.QKey
 	return nil

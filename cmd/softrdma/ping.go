@@ -24,6 +24,7 @@ import (
 
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 const (
@@ -233,7 +234,7 @@ func (c *pingConn) waitOp(ctx context.Context, op verbs.WCOpcode) error {
 
 func (c *pingConn) sendInfo(buf []byte, mr *verbs.MR) error {
 	binary.BigEndian.PutUint64(c.send[0:], mr.SGE(0, 0).Addr)
-	binary.BigEndian.PutUint32(c.send[8:], mr.RKey())
+	binary.BigEndian.PutUint32(c.send[8:], uint32(mr.RKey()))
 	binary.BigEndian.PutUint32(c.send[12:], uint32(len(buf)))
 	c.o.debugf("RDMA addr %x rkey %x len %d\n", mr.SGE(0, 0).Addr, mr.RKey(), len(buf))
 	return c.postSendBuf()
@@ -421,7 +422,7 @@ func (c *pingConn) serverLoop(ctx context.Context) error {
 		if err := c.waitOp(ctx, verbs.WCRecv); err != nil {
 			return err
 		}
-		raddr, rkey, rlen := binary.BigEndian.Uint64(c.recv), binary.BigEndian.Uint32(c.recv[8:]), binary.BigEndian.Uint32(c.recv[12:])
+		raddr, rkey, rlen := binary.BigEndian.Uint64(c.recv), wire.RKey(binary.BigEndian.Uint32(c.recv[8:])), binary.BigEndian.Uint32(c.recv[12:])
 		o.debugf("Received rkey %x addr %x len %d from peer\n", rkey, raddr, rlen)
 		if err := c.postRecv(); err != nil {
 			return err
@@ -442,7 +443,7 @@ func (c *pingConn) serverLoop(ctx context.Context) error {
 		if err := c.waitOp(ctx, verbs.WCRecv); err != nil {
 			return err
 		}
-		raddr, rkey = binary.BigEndian.Uint64(c.recv), binary.BigEndian.Uint32(c.recv[8:])
+		raddr, rkey = binary.BigEndian.Uint64(c.recv), wire.RKey(binary.BigEndian.Uint32(c.recv[8:]))
 		if err := c.postRecv(); err != nil {
 			return err
 		}

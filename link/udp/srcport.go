@@ -10,14 +10,13 @@
 // sockets are opened; a packet whose port cannot have one (the limit is
 // reached, or the port is bound by another program) leaves from the link's
 // port and is counted in Stats.TxSourcePortFallback. The sockets are opened
-// by whichever thread sends first, in that thread's network namespace: a
-// program that moves single threads into other namespaces (as some tests
-// do) should set Config.FixedSourcePort.
+// in the network namespace the link was opened in, whichever thread asks
+// (netns_linux.go).
 
 package udp
 
 import (
-	"log/slog"
+	"net"
 	"net/netip"
 	"sync/atomic"
 
@@ -93,7 +92,7 @@ func (l *Link) openSourcePort(si int, main *socket, port uint16, fallbacks *atom
 		count(fallbacks)
 		return main
 	}
-	sk, err := listenSource(netip.AddrPortFrom(main.addr, port), main.is4, l.sockBuf, l.log)
+	sk, err := l.listenSource(netip.AddrPortFrom(main.addr, port), main.is4)
 	if err != nil {
 		l.log.Debug("udp: source port not available, sending from the link's port", "addr", main.addr, "port", port, "err", err)
 		slot.Store(noSocket)
@@ -106,13 +105,16 @@ func (l *Link) openSourcePort(si int, main *socket, port uint16, fallbacks *atom
 	return sk
 }
 
-// listenSource binds a send-only socket at ap.
-func listenSource(ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (*socket, error) {
+// listenSource binds a send-only socket at ap, in the network namespace of
+// the link's own sockets.
+func (l *Link) listenSource(ap netip.AddrPort, is4 bool) (*socket, error) {
 	network := "udp6"
 	if is4 {
 		network = "udp4"
 	}
-	conn, err := listenSourceUDP(network, ap, is4, buf, log)
+	conn, err := l.ns.in(func() (*net.UDPConn, error) {
+		return listenSourceUDP(network, ap, is4, l.sockBuf, l.log)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -175,6 +175,7 @@ type Link struct {
 	sports    []atomic.Pointer[sourcePorts]
 	nSports   int       // guarded by mu
 	extra     []*socket // the source-port sockets, to close; guarded by mu
+	ns        *netns    // the namespace of socks, where extra sockets go
 
 	closed  atomic.Bool // Send fails once set
 	scratch sync.Pool   // *sendScratch
@@ -253,6 +254,7 @@ func Open(cfg Config) (*Link, error) {
 		maxSports: cfg.MaxSourcePorts,
 		sockBuf:   cfg.SocketBuffer,
 		sports:    make([]atomic.Pointer[sourcePorts], len(socks)),
+		ns:        currentNetns(),
 	}
 	if cfg.Interface != "" {
 		w, up, err := watchInterface(cfg.Interface)
@@ -404,6 +406,7 @@ func (l *Link) Close() error {
 	if l.watch != nil {
 		l.watch.close()
 	}
+	l.ns.close()
 	l.wg.Wait()
 	l.log.Debug("udp: link closed", "addrs", l.addrs, "port", l.port)
 	return errors.Join(errs...)

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/softrdma/softrdma/wire"
 )
 
 // Sizes of the exchange messages.
@@ -45,11 +47,11 @@ func exErr(format string, a ...any) error {
 type Dest struct {
 	LID      uint16
 	OutReads uint32 // outstanding RDMA READs/atomics the side accepts
-	QPN      uint32
-	PSN      uint32
-	RKey     uint32
+	QPN      wire.QPN
+	PSN      wire.PSN
+	RKey     wire.RKey
 	VAddr    uint64 // where the peer may write, read or do atomics
-	GID      [16]byte
+	GID      wire.GID
 	SRQN     uint32
 }
 
@@ -98,7 +100,7 @@ func ParseDest(msg []byte) (Dest, error) {
 		}
 		v[i] = n
 	}
-	d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr = uint16(v[0]), uint32(v[1]), uint32(v[2]), uint32(v[3]), uint32(v[4]), v[5]
+	d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr = uint16(v[0]), uint32(v[1]), wire.QPN(v[2]), wire.PSN(v[3]), wire.RKey(v[4]), v[5]
 	for i := range d.GID {
 		d.GID[i] = byte(v[6+i])
 	}
@@ -414,9 +416,9 @@ func (d *Dest) MarshalCM(gidIndex int) []byte {
 	be := binary.BigEndian
 	be.PutUint32(b[cmOffLID:], uint32(d.LID))
 	be.PutUint32(b[cmOffOutReads:], d.OutReads)
-	be.PutUint32(b[cmOffQPN:], d.QPN)
-	be.PutUint32(b[cmOffPSN:], d.PSN)
-	be.PutUint32(b[cmOffRKey:], d.RKey)
+	be.PutUint32(b[cmOffQPN:], uint32(d.QPN))
+	be.PutUint32(b[cmOffPSN:], uint32(d.PSN))
+	be.PutUint32(b[cmOffRKey:], uint32(d.RKey))
 	be.PutUint64(b[cmOffVAddr:], d.VAddr)
 	copy(b[cmOffGID:], d.GID[:])
 	be.PutUint32(b[cmOffSRQN:], d.SRQN)
@@ -435,9 +437,9 @@ func ParseCMDest(msg []byte) (Dest, error) {
 	be := binary.BigEndian
 	lid := be.Uint32(msg[cmOffLID:])
 	d.OutReads = be.Uint32(msg[cmOffOutReads:])
-	d.QPN = be.Uint32(msg[cmOffQPN:])
-	d.PSN = be.Uint32(msg[cmOffPSN:])
-	d.RKey = be.Uint32(msg[cmOffRKey:])
+	d.QPN = wire.QPN(be.Uint32(msg[cmOffQPN:]))
+	d.PSN = wire.PSN(be.Uint32(msg[cmOffPSN:]))
+	d.RKey = wire.RKey(be.Uint32(msg[cmOffRKey:]))
 	d.VAddr = be.Uint64(msg[cmOffVAddr:])
 	copy(d.GID[:], msg[cmOffGID:cmOffGID+16])
 	d.SRQN = be.Uint32(msg[cmOffSRQN:])

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // stallLimit is how long a loop waits without any progress before giving up
@@ -278,7 +279,7 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 	return bwReport(size, total, t, c.Gbits), nil
 }
 
-func (s *side) qpIndex(qpn uint32) int {
+func (s *side) qpIndex(qpn wire.QPN) int {
 	for i, qp := range s.qps {
 		if qp.QPN() == qpn {
 			return i

@@ -277,7 +277,7 @@ func (s *side) fillDests() {
 	for i, qp := range s.qps {
 		_, _ = rand.Read(rnd[:])
 		s.my = append(s.my, Dest{
-			OutReads: uint32(s.outReads), QPN: qp.QPN(), PSN: binary.BigEndian.Uint32(rnd[:]) & 0xffffff,
+			OutReads: uint32(s.outReads), QPN: qp.QPN(), PSN: wire.PSN(binary.BigEndian.Uint32(rnd[:]) & 0xffffff),
 			RKey: s.mr.RKey(), VAddr: s.mr.Addr() + uint64((s.cfg.NumQPs+i)*s.buffSize), GID: s.gid,
 		})
 	}

@@ -31,8 +31,8 @@ var ErrExchange = errors.New("pingpong exchange")
 // Dest is what each side tells the other of one QP.
 type Dest struct {
 	LID uint16
-	QPN uint32
-	PSN uint32
+	QPN wire.QPN
+	PSN wire.PSN
 	GID wire.GID
 }
 
@@ -92,7 +92,7 @@ func ParseDest(m []byte) (Dest, error) {
 		}
 		d.GID[i] = byte(v)
 	}
-	d.LID, d.QPN, d.PSN = uint16(lid), uint32(qpn), uint32(psn)
+	d.LID, d.QPN, d.PSN = uint16(lid), wire.QPN(qpn), wire.PSN(psn)
 	return d, nil
 }
 

@@ -34,6 +34,7 @@ import (
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/verbs"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // Type is the kind of ping-pong.
@@ -251,7 +252,7 @@ func (r *run) setup() error {
 	for _, qp := range r.qps {
 		var psn [4]byte
 		_, _ = rand.Read(psn[:])
-		d := Dest{LID: port.LID, QPN: qp.QPN(), PSN: binary.BigEndian.Uint32(psn[:]) & 0xffffff, GID: dev.GID}
+		d := Dest{LID: port.LID, QPN: qp.QPN(), PSN: wire.PSN(binary.BigEndian.Uint32(psn[:]) & 0xffffff), GID: dev.GID}
 		r.mine = append(r.mine, d)
 		sep := ","
 		if cfg.Type == UD {
@@ -445,7 +446,7 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 			pending[i] |= sendWRID
 		}
 	}
-	qpIndex := make(map[uint32]int, n)
+	qpIndex := make(map[wire.QPN]int, n)
 	for i, qp := range r.qps {
 		qpIndex[qp.QPN()] = i
 	}
