@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
@@ -146,7 +145,7 @@ type Conn struct {
 	retries   int
 	maxRetry  int
 	wait      time.Duration
-	timer     clock.Timer
+	timer     *time.Timer
 	gen       uint64
 	msg       [mad.Size]byte // the last request or reply, for retransmission
 	reply     [mad.Size]byte // passive SIDR: the reply, for duplicates

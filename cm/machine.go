@@ -37,7 +37,7 @@ func (c *Conn) armLocked(d time.Duration) {
 	gen := c.gen
 	m := c.m
 	m.wg.Add(1)
-	c.timer = m.clk.AfterFunc(d, func() {
+	c.timer = time.AfterFunc(d, func() {
 		defer m.wg.Done()
 		m.onTimer(c, gen)
 	})

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/softrdma/softrdma/link/loop"
@@ -61,35 +62,37 @@ func (r *rawSender) send(t *testing.T, payload []byte) {
 
 // Malformed MADs on QP1 are dropped and counted; the CM keeps working.
 func TestMalformedMADs(t *testing.T) {
-	e := newEnv(t, loop.Faults{})
-	r := newRawSender(t, e.da, wire.GIDFromAddr(addrB))
-	var good [mad.Size]byte
-	mad.EncodeCM(good[:], 1, &mad.RTUFields{LocalCommID: 5, RemoteCommID: 6})
-	bad := [][]byte{
-		make([]byte, mad.Size),   // base version 0
-		good[:100],               // truncated
-		append(good[:], 1, 2, 3), // too long
-		func() []byte { b := good; b[1] = 0x03; return b[:] }(), // not the CM class
-		func() []byte { b := good; b[2] = 1; return b[:] }(),    // CM class version 1
-		func() []byte { b := good; b[3] = 0x81; return b[:] }(), // not a Send
-	}
-	for _, b := range bad {
-		r.send(t, b)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.b.Stats().Malformed.Load() < uint64(len(bad)) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := e.b.Stats().Malformed.Load(); got != uint64(len(bad)) {
-		t.Fatalf("%d malformed MADs counted, want %d", got, len(bad))
-	}
-	// A well-formed RTU for nobody is dropped without an answer.
-	r.send(t, good[:])
-	// The CM still connects.
-	_, ra, _, rb := e.establish()
-	rb.want(t, EventREQ)
-	ra.want(t, EventREP)
-	rb.want(t, EventEstablished)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, loop.Faults{})
+		r := newRawSender(t, e.da, wire.GIDFromAddr(addrB))
+		var good [mad.Size]byte
+		mad.EncodeCM(good[:], 1, &mad.RTUFields{LocalCommID: 5, RemoteCommID: 6})
+		bad := [][]byte{
+			make([]byte, mad.Size),   // base version 0
+			good[:100],               // truncated
+			append(good[:], 1, 2, 3), // too long
+			func() []byte { b := good; b[1] = 0x03; return b[:] }(), // not the CM class
+			func() []byte { b := good; b[2] = 1; return b[:] }(),    // CM class version 1
+			func() []byte { b := good; b[3] = 0x81; return b[:] }(), // not a Send
+		}
+		for _, b := range bad {
+			r.send(t, b)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for e.b.Stats().Malformed.Load() < uint64(len(bad)) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := e.b.Stats().Malformed.Load(); got != uint64(len(bad)) {
+			t.Fatalf("%d malformed MADs counted, want %d", got, len(bad))
+		}
+		// A well-formed RTU for nobody is dropped without an answer.
+		r.send(t, good[:])
+		// The CM still connects.
+		_, ra, _, rb := e.establish()
+		rb.want(t, EventREQ)
+		ra.want(t, EventREP)
+		rb.want(t, EventEstablished)
+	})
 }
 
 // FuzzDispatch feeds arbitrary CM MADs to a Manager with a listener: it

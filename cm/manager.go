@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
@@ -47,9 +46,6 @@ const (
 
 // Options configure a Manager.
 type Options struct {
-	// Clock drives retransmission and time-wait timers (default: the
-	// system clock). Tests use a clock.Fake.
-	Clock clock.Clock
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
 	// ResponseTimeout is the CM response timeout exponent the Manager
@@ -75,7 +71,6 @@ const bufSize = 40 + mad.Size // GRH area + MAD
 // Manager runs the CM on one device.
 type Manager struct {
 	dev  *verbs.Device
-	clk  clock.Clock
 	log  *slog.Logger
 	opts Options
 	guid uint64
@@ -123,9 +118,6 @@ func New(dev *verbs.Device, opts *Options) (*Manager, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -144,7 +136,7 @@ func New(dev *verbs.Device, opts *Options) (*Manager, error) {
 	if o.RecvDepth == 0 {
 		o.RecvDepth = 256
 	}
-	m := &Manager{dev: dev, clk: o.Clock, log: o.Logger.With("cm", dev.Name()), opts: o,
+	m := &Manager{dev: dev, log: o.Logger.With("cm", dev.Name()), opts: o,
 		guid: dev.QueryDevice().NodeGUID, ahs: map[ahKey]*verbs.AH{},
 		listeners: map[uint64]*Listener{}, conns: map[uint32]*Conn{}, remote: map[remKey]*Conn{},
 		done: make(chan struct{})}

@@ -3,6 +3,7 @@ package cm
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/softrdma/softrdma/link"
@@ -56,44 +57,46 @@ func rejWith(reason mad.RejectReason) func(mad.MAD) bool {
 }
 
 func TestStaleMessages(t *testing.T) {
-	var w wireLog
-	e := newEnv(t, loop.Faults{Filter: w.filter})
-	var b [mad.Size]byte
-	toB := pathTo(addrB)
+	synctest.Test(t, func(t *testing.T) {
+		var w wireLog
+		e := newEnv(t, loop.Faults{Filter: w.filter})
+		var b [mad.Size]byte
+		toB := pathTo(addrB)
 
-	// A REP nobody asked for: REJ "invalid comm ID".
-	e.a.send(toB, mad.EncodeCM(b[:], 9, &mad.REPFields{LocalCommID: 77, RemoteCommID: 12345}))
-	w.waitFor(t, "REJ invalid comm ID", rejWith(mad.RejectInvalidCommID))
+		// A REP nobody asked for: REJ "invalid comm ID".
+		e.a.send(toB, mad.EncodeCM(b[:], 9, &mad.REPFields{LocalCommID: 77, RemoteCommID: 12345}))
+		w.waitFor(t, "REJ invalid comm ID", rejWith(mad.RejectInvalidCommID))
 
-	// A DREQ for an unknown connection still gets a DREP.
-	e.a.send(toB, mad.EncodeCM(b[:], 10, &mad.DREQFields{LocalCommID: 78, RemoteCommID: 54321}))
-	w.waitFor(t, "DREP", func(m mad.MAD) bool {
-		d, ok := m.CM().(mad.DREP)
-		return ok && d.RemoteCommID() == 78
-	})
+		// A DREQ for an unknown connection still gets a DREP.
+		e.a.send(toB, mad.EncodeCM(b[:], 10, &mad.DREQFields{LocalCommID: 78, RemoteCommID: 54321}))
+		w.waitFor(t, "DREP", func(m mad.MAD) bool {
+			d, ok := m.CM().(mad.DREP)
+			return ok && d.RemoteCommID() == 78
+		})
 
-	// A REQ repeated after the connection ended (passive side in time
-	// wait): REJ "stale connection".
-	ca, ra, _, rb := e.establish()
-	cb := rb.want(t, EventREQ).c
-	ra.want(t, EventREP)
-	rb.want(t, EventEstablished)
-	cb.SetHandler(func(c *Conn, ev *Event) {
-		if ev.Type == EventDREQ {
-			c.SendDREP(nil)
+		// A REQ repeated after the connection ended (passive side in time
+		// wait): REJ "stale connection".
+		ca, ra, _, rb := e.establish()
+		cb := rb.want(t, EventREQ).c
+		ra.want(t, EventREP)
+		rb.want(t, EventEstablished)
+		cb.SetHandler(func(c *Conn, ev *Event) {
+			if ev.Type == EventDREQ {
+				c.SendDREP(nil)
+			}
+			rb.handle(c, ev)
+		})
+		ca.SendDREQ(nil)
+		rb.want(t, EventDREQ)
+		ra.want(t, EventDREP)
+		if cb.State() != StateTimeWait {
+			t.Fatalf("passive state %v", cb.State())
 		}
-		rb.handle(c, ev)
+		req := reqParams()
+		f := mad.REQFields{LocalCommID: ca.LocalID(), ServiceID: req.ServiceID, LocalQPN: req.QPN}
+		e.a.send(toB, mad.EncodeCM(b[:], 11, &f))
+		w.waitFor(t, "REJ stale connection", rejWith(mad.RejectStaleConnection))
+		ra.none(t)
+		rb.none(t)
 	})
-	ca.SendDREQ(nil)
-	rb.want(t, EventDREQ)
-	ra.want(t, EventDREP)
-	if cb.State() != StateTimeWait {
-		t.Fatalf("passive state %v", cb.State())
-	}
-	req := reqParams()
-	f := mad.REQFields{LocalCommID: ca.LocalID(), ServiceID: req.ServiceID, LocalQPN: req.QPN}
-	e.a.send(toB, mad.EncodeCM(b[:], 11, &f))
-	w.waitFor(t, "REJ stale connection", rejWith(mad.RejectStaleConnection))
-	ra.none(t)
-	rb.none(t)
 }

@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/softrdma/softrdma/cm"
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
@@ -42,7 +41,6 @@ type Options struct {
 type CM struct {
 	devs []*devEntry
 	log  *slog.Logger
-	clk  clock.Clock
 
 	mu     sync.Mutex
 	closed bool
@@ -75,10 +73,7 @@ func New(devs []*verbs.Device, opts *Options) (*CM, error) {
 	if o.CM.Logger == nil {
 		o.CM.Logger = o.Logger
 	}
-	s := &CM{log: o.Logger, clk: o.CM.Clock, ports: map[portKey]*ID{}}
-	if s.clk == nil {
-		s.clk = clock.Real{}
-	}
+	s := &CM{log: o.Logger, ports: map[portKey]*ID{}}
 	for _, d := range devs {
 		m, err := cm.New(d, &o.CM)
 		if err != nil {

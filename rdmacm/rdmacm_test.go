@@ -6,10 +6,10 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/softrdma/softrdma/cm"
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire/mad"
@@ -26,9 +26,9 @@ type hosts struct {
 	a, b *CM
 }
 
-func newHosts(t testing.TB, f loop.Faults, clk clock.Clock) *hosts {
+func newHosts(t testing.TB, f loop.Faults) *hosts {
 	t.Helper()
-	return newHostsOpts(t, f, cm.Options{Clock: clk})
+	return newHostsOpts(t, f, cm.Options{})
 }
 
 func newHostsOpts(t testing.TB, f loop.Faults, co cm.Options) *hosts {
@@ -134,7 +134,7 @@ func waitWC(t testing.TB, cq *verbs.CQ, op verbs.WCOpcode) verbs.WC {
 }
 
 func TestDialListen(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	l, err := Listen(ctx, netip.AddrPortFrom(netip.IPv4Unspecified(), 7471),
 		&ConnOptions{CM: h.b, Param: ConnParam{PrivateData: []byte("server")}})
@@ -171,7 +171,7 @@ func TestDialListen(t *testing.T) {
 }
 
 func TestEventsAsync(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	sch, cch := NewEventChannel(), NewEventChannel()
 	lid, _ := h.b.CreateID(sch, PortSpaceTCP, nil)
@@ -250,7 +250,7 @@ func TestEventsAsync(t *testing.T) {
 }
 
 func TestRejectAndNoListener(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	// Nobody listens.
 	cid, _ := h.a.CreateID(nil, PortSpaceTCP, nil)
@@ -290,9 +290,14 @@ func TestRejectAndNoListener(t *testing.T) {
 	lid.Destroy()
 }
 
+// TestUnreachable runs in a synctest bubble: the CM's retries are real
+// timers on the bubble's fake time.
 func TestUnreachable(t *testing.T) {
-	clk := clock.NewFake()
-	h := newHosts(t, loop.Faults{}, clk)
+	synctest.Test(t, testUnreachable)
+}
+
+func testUnreachable(t *testing.T) {
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	ch := NewEventChannel()
 	cid, _ := h.a.CreateID(ch, PortSpaceTCP, nil)
@@ -304,7 +309,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i <= cm.DefaultMaxRetries; i++ {
-		clk.Advance(5 * time.Second)
+		time.Sleep(5 * time.Second)
 	}
 	if ev := want(t, ch, EventUnreachable); ev.Status != StatusTimedOut {
 		t.Fatalf("status %d", ev.Status)
@@ -313,7 +318,7 @@ func TestUnreachable(t *testing.T) {
 }
 
 func TestDialContext(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -373,7 +378,7 @@ func TestSyncMode(t *testing.T) {
 }
 
 func TestUD(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	sch, cch := NewEventChannel(), NewEventChannel()
 	lid, _ := h.b.CreateID(sch, PortSpaceUDP, nil)
@@ -467,7 +472,7 @@ func TestLossyConnections(t *testing.T) {
 }
 
 func TestBacklog(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	sch := NewEventChannel()
 	lid, _ := h.b.CreateID(sch, PortSpaceTCP, nil)
@@ -506,7 +511,7 @@ func TestBacklog(t *testing.T) {
 // leaves accepted ones working; they still see the peer's disconnect, and
 // the listener's event loop ends with the last of them.
 func TestListenerCloseKeepsConns(t *testing.T) {
-	h := newHosts(t, loop.Faults{}, nil)
+	h := newHosts(t, loop.Faults{})
 	ctx := ctxT(t)
 	l, err := Listen(ctx, netip.AddrPortFrom(ipB, 7471), &ConnOptions{CM: h.b})
 	if err != nil {

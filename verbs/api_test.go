@@ -7,6 +7,7 @@ package verbs
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 )
 
 // expectErr checks that err wraps sentinel.
@@ -71,26 +72,28 @@ func TestAPITooManySGEs(t *testing.T) {
 }
 
 func TestAPIQueueFull(t *testing.T) {
-	// A fake clock and a dead network keep every request outstanding.
-	p, _ := newFakePair(t, pairOpts{wr: 4})
-	p.tap().setDrop(func(*tapped) bool { return true })
-	ma := p.reg(p.pa, 4096)
-	wr := func(id uint64) SendWR { return SendWR{ID: id, Opcode: WRSend, SGL: []SGE{ma.SGE(0, 8)}} }
-	post(t, p.qa, wr(1), wr(2))
-	err := p.qa.PostSend([]SendWR{wr(3), wr(4), wr(5), wr(6)})
-	expectWRErr(t, "PostSend on a full send queue", err, 2, 5, ErrQueueFull)
-	expectWRErr(t, "PostSend on a full send queue", p.qa.PostSend([]SendWR{wr(7)}), 0, 7, ErrQueueFull)
+	synctest.Test(t, func(t *testing.T) {
+		// A fake clock and a dead network keep every request outstanding.
+		p := newPair(t, pairOpts{wr: 4})
+		p.tap().setDrop(func(*tapped) bool { return true })
+		ma := p.reg(p.pa, 4096)
+		wr := func(id uint64) SendWR { return SendWR{ID: id, Opcode: WRSend, SGL: []SGE{ma.SGE(0, 8)}} }
+		post(t, p.qa, wr(1), wr(2))
+		err := p.qa.PostSend([]SendWR{wr(3), wr(4), wr(5), wr(6)})
+		expectWRErr(t, "PostSend on a full send queue", err, 2, 5, ErrQueueFull)
+		expectWRErr(t, "PostSend on a full send queue", p.qa.PostSend([]SendWR{wr(7)}), 0, 7, ErrQueueFull)
 
-	recv := func(id uint64) RecvWR { return RecvWR{ID: id, SGL: []SGE{ma.SGE(0, 8)}} }
-	err = p.qb.PostRecv([]RecvWR{recv(1), recv(2), recv(3), recv(4), recv(5)})
-	expectWRErr(t, "PostRecv on a full receive queue", err, 4, 5, ErrQueueFull)
+		recv := func(id uint64) RecvWR { return RecvWR{ID: id, SGL: []SGE{ma.SGE(0, 8)}} }
+		err = p.qb.PostRecv([]RecvWR{recv(1), recv(2), recv(3), recv(4), recv(5)})
+		expectWRErr(t, "PostRecv on a full receive queue", err, 4, 5, ErrQueueFull)
 
-	srq, err := p.pa.CreateSRQ(SRQAttr{MaxWR: 2, MaxSGE: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = srq.PostRecv([]RecvWR{recv(1), recv(2), recv(3)})
-	expectWRErr(t, "PostRecv on a full SRQ", err, 2, 3, ErrQueueFull)
+		srq, err := p.pa.CreateSRQ(SRQAttr{MaxWR: 2, MaxSGE: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = srq.PostRecv([]RecvWR{recv(1), recv(2), recv(3)})
+		expectWRErr(t, "PostRecv on a full SRQ", err, 2, 3, ErrQueueFull)
+	})
 }
 
 func TestAPIBadOpcode(t *testing.T) {

@@ -39,7 +39,7 @@ func (s *reqSink) ArmRetry(at, in int64) {
 		qp.retryT.Stop()
 	}
 	qp.retryAt = at
-	qp.retryT = qp.dev.clk.AfterFunc(time.Duration(in), qp.onRetryTimer)
+	qp.retryT = time.AfterFunc(time.Duration(in), qp.onRetryTimer)
 }
 
 // WaitRNR arms the RNR timer (requester.Sink).
@@ -48,7 +48,7 @@ func (s *reqSink) WaitRNR(d int64) {
 	if qp.rnrT != nil {
 		qp.rnrT.Stop()
 	}
-	qp.rnrT = qp.dev.clk.AfterFunc(time.Duration(d), qp.onRNRTimer)
+	qp.rnrT = time.AfterFunc(time.Duration(d), qp.onRNRTimer)
 }
 
 func (qp *QP) onRetryTimer() {

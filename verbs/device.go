@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/internal/mem"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
@@ -127,8 +126,6 @@ type Options struct {
 	RemotePort uint16
 	// Logger receives the device's logs (default slog.Default()).
 	Logger *slog.Logger
-	// Clock drives timers; nil means the system clock. Tests use a fake.
-	Clock clock.Clock
 }
 
 // Device is an open software RDMA device bound to a link.
@@ -136,7 +133,6 @@ type Device struct {
 	name  string
 	link  link.Link
 	log   *slog.Logger
-	clk   clock.Clock
 	mtu   MTU
 	rport uint16
 	guid  uint64
@@ -218,9 +214,6 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
 	addrs := l.Addrs()
 	if len(addrs) == 0 {
 		return nil, errf(ErrInvalid, "link has no addresses")
@@ -228,7 +221,7 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	d := &Device{
-		name: o.Name, link: l, log: o.Logger.With("device", o.Name), clk: o.Clock,
+		name: o.Name, link: l, log: o.Logger.With("device", o.Name),
 		mtu: o.MTU, rport: o.RemotePort, mrs: mem.NewTable(nil),
 		qps: make(map[wire.QPN]*QP), nextQPN: 2,
 		events: make(chan AsyncEvent, 256),

@@ -8,6 +8,7 @@ package verbs
 
 import (
 	"testing"
+	"testing/synctest"
 
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/wire"
@@ -199,75 +200,77 @@ func TestEventLastWQEReached(t *testing.T) {
 }
 
 func TestEventSQDrained(t *testing.T) {
-	p, fk := newFakePair(t, pairOpts{})
-	ma, mb := p.reg(p.pa, 1<<16), p.reg(p.pb, 1<<16)
-	w := p.tap()
-	// The responder is unreachable while the first two requests go out,
-	// so they are outstanding when the QP is asked to drain.
-	w.setDrop(func(*tapped) bool { return true })
-	write := func(id uint64, off int) SendWR {
-		return SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ma.SGE(off, 3000)},
-			RemoteAddr: mb.Addr() + uint64(off), RKey: mb.RKey()}
-	}
-	for i := range 3 * 3000 {
-		ma.Buf()[i] = byte(i*7 + 1)
-	}
-	post(t, p.qa, write(1, 0), write(2, 3000))
-	reqs := w.all(both(from(p.da), isRequest))
-	lastPSN := reqs[len(reqs)-1].psn
-	if err := p.qa.Modify(&QPAttr{State: StateSQD, EnSQDAsyncNotify: true}, AttrState|AttrEnSQDAsyncNotify); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := p.qa.Query()
-	if a.State != StateSQD || !a.SQDraining || !a.EnSQDAsyncNotify {
-		t.Fatalf("after RTS->SQD: state %v draining %v notify %v", a.State, a.SQDraining, a.EnSQDAsyncNotify)
-	}
-	// Posting is allowed in SQD, but nothing new starts.
-	post(t, p.qa, write(3, 6000))
-	if n := len(w.all(both(from(p.da), isRequest))); n != len(reqs) {
-		t.Fatalf("%d requests sent, want %d: the one posted in SQD went out", n, len(reqs))
-	}
-	expectNoEvent(t, p.da)
-	expectNoWC(t, p.ca)
-
-	// The network heals; the ACK timeout retransmits what is outstanding.
-	w.setDrop(nil)
-	fk.Advance(wire.ACKTimeout(p.opts.timeout))
-	ev := expectEvent(t, p.da, EventSQDrained)
-	if ev.QP != p.qa {
-		t.Fatal("event for the wrong QP")
-	}
-	// Both outstanding requests completed before the event was raised.
-	var wc [4]WC
-	if n := p.ca.Poll(wc[:]); n != 2 {
-		t.Fatalf("%d completions when drained, want 2: %+v", n, wc[:n])
-	}
-	checkWC(t, wc[0], 1, Success, WCRDMAWrite)
-	checkWC(t, wc[1], 2, Success, WCRDMAWrite)
-	a, _ = p.qa.Query()
-	if a.State != StateSQD || a.SQDraining {
-		t.Fatalf("drained: state %v draining %v", a.State, a.SQDraining)
-	}
-	// The third request never left: only the first two were retransmitted.
-	for _, tp := range w.all(both(from(p.da), isRequest)) {
-		if tp.psn.After(lastPSN) {
-			t.Fatalf("a request posted in SQD was sent: %+v", tp)
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		ma, mb := p.reg(p.pa, 1<<16), p.reg(p.pb, 1<<16)
+		w := p.tap()
+		// The responder is unreachable while the first two requests go out,
+		// so they are outstanding when the QP is asked to drain.
+		w.setDrop(func(*tapped) bool { return true })
+		write := func(id uint64, off int) SendWR {
+			return SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ma.SGE(off, 3000)},
+				RemoteAddr: mb.Addr() + uint64(off), RKey: mb.RKey()}
 		}
-	}
-	if string(mb.Buf()[6000:9000]) == string(ma.Buf()[6000:9000]) {
-		t.Fatal("the request posted in SQD was executed")
-	}
-	expectNoEvent(t, p.da)
+		for i := range 3 * 3000 {
+			ma.Buf()[i] = byte(i*7 + 1)
+		}
+		post(t, p.qa, write(1, 0), write(2, 3000))
+		reqs := w.all(both(from(p.da), isRequest))
+		lastPSN := reqs[len(reqs)-1].psn
+		if err := p.qa.Modify(&QPAttr{State: StateSQD, EnSQDAsyncNotify: true}, AttrState|AttrEnSQDAsyncNotify); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := p.qa.Query()
+		if a.State != StateSQD || !a.SQDraining || !a.EnSQDAsyncNotify {
+			t.Fatalf("after RTS->SQD: state %v draining %v notify %v", a.State, a.SQDraining, a.EnSQDAsyncNotify)
+		}
+		// Posting is allowed in SQD, but nothing new starts.
+		post(t, p.qa, write(3, 6000))
+		if n := len(w.all(both(from(p.da), isRequest))); n != len(reqs) {
+			t.Fatalf("%d requests sent, want %d: the one posted in SQD went out", n, len(reqs))
+		}
+		expectNoEvent(t, p.da)
+		expectNoWC(t, p.ca)
 
-	// Back to RTS: the third request goes.
-	if err := p.qa.Modify(&QPAttr{State: StateRTS}, AttrState); err != nil {
-		t.Fatal(err)
-	}
-	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 3, Success, WCRDMAWrite)
-	if string(mb.Buf()[:9000]) != string(ma.Buf()[:9000]) {
-		t.Fatal("remote memory differs")
-	}
-	expectNoEvent(t, p.da)
+		// The network heals; the ACK timeout retransmits what is outstanding.
+		w.setDrop(nil)
+		advance(wire.ACKTimeout(p.opts.timeout))
+		ev := expectEvent(t, p.da, EventSQDrained)
+		if ev.QP != p.qa {
+			t.Fatal("event for the wrong QP")
+		}
+		// Both outstanding requests completed before the event was raised.
+		var wc [4]WC
+		if n := p.ca.Poll(wc[:]); n != 2 {
+			t.Fatalf("%d completions when drained, want 2: %+v", n, wc[:n])
+		}
+		checkWC(t, wc[0], 1, Success, WCRDMAWrite)
+		checkWC(t, wc[1], 2, Success, WCRDMAWrite)
+		a, _ = p.qa.Query()
+		if a.State != StateSQD || a.SQDraining {
+			t.Fatalf("drained: state %v draining %v", a.State, a.SQDraining)
+		}
+		// The third request never left: only the first two were retransmitted.
+		for _, tp := range w.all(both(from(p.da), isRequest)) {
+			if tp.psn.After(lastPSN) {
+				t.Fatalf("a request posted in SQD was sent: %+v", tp)
+			}
+		}
+		if string(mb.Buf()[6000:9000]) == string(ma.Buf()[6000:9000]) {
+			t.Fatal("the request posted in SQD was executed")
+		}
+		expectNoEvent(t, p.da)
+
+		// Back to RTS: the third request goes.
+		if err := p.qa.Modify(&QPAttr{State: StateRTS}, AttrState); err != nil {
+			t.Fatal(err)
+		}
+		checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 3, Success, WCRDMAWrite)
+		if string(mb.Buf()[:9000]) != string(ma.Buf()[:9000]) {
+			t.Fatal("remote memory differs")
+		}
+		expectNoEvent(t, p.da)
+	})
 }
 
 func TestEventSQDrainedWithoutNotify(t *testing.T) {
@@ -304,47 +307,49 @@ func portState(t *testing.T, d *Device) PortState {
 // posted while it stays down past the retry budget fails with
 // RETRY_EXC_ERR.
 func TestEventPort(t *testing.T) {
-	p, fk := newFakePair(t, pairOpts{retry: 3, timeout: 12})
-	ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
-	la := p.da.Link().(*loop.Link)
-	if s := portState(t, p.da); s != PortActive {
-		t.Fatalf("port %v at open, want ACTIVE", s)
-	}
-	la.SetUp(false)
-	if ev := expectEvent(t, p.da, EventPortErr); ev.Port != 1 || ev.QP != nil {
-		t.Fatalf("event %+v, want port 1", ev)
-	}
-	la.SetUp(false) // no change, no event
-	expectNoEvent(t, p.da)
-	expectNoEvent(t, p.db)
-	if s := portState(t, p.da); s != PortDown {
-		t.Fatalf("port %v while the link is down, want DOWN", s)
-	}
-	postRecv(t, p.qb, RecvWR{ID: 7, SGL: []SGE{mb.SGE(0, 4096)}})
-	post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
-	timeout := wire.ACKTimeout(12)
-	fk.Advance(timeout) // one retry, lost too
-	expectNoWC(t, p.ca)
-	expectState(t, p.qa, StateRTS)
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, pairOpts{retry: 3, timeout: 12})
+		ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
+		la := p.da.Link().(*loop.Link)
+		if s := portState(t, p.da); s != PortActive {
+			t.Fatalf("port %v at open, want ACTIVE", s)
+		}
+		la.SetUp(false)
+		if ev := expectEvent(t, p.da, EventPortErr); ev.Port != 1 || ev.QP != nil {
+			t.Fatalf("event %+v, want port 1", ev)
+		}
+		la.SetUp(false) // no change, no event
+		expectNoEvent(t, p.da)
+		expectNoEvent(t, p.db)
+		if s := portState(t, p.da); s != PortDown {
+			t.Fatalf("port %v while the link is down, want DOWN", s)
+		}
+		postRecv(t, p.qb, RecvWR{ID: 7, SGL: []SGE{mb.SGE(0, 4096)}})
+		post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
+		timeout := wire.ACKTimeout(12)
+		advance(timeout) // one retry, lost too
+		expectNoWC(t, p.ca)
+		expectState(t, p.qa, StateRTS)
 
-	la.SetUp(true)
-	if ev := expectEvent(t, p.da, EventPortActive); ev.Port != 1 {
-		t.Fatalf("event %+v, want port 1", ev)
-	}
-	if s := portState(t, p.da); s != PortActive {
-		t.Fatalf("port %v after the link came back, want ACTIVE", s)
-	}
-	fk.Advance(timeout)
-	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCSend)
-	checkWC(t, waitWC(t, p.cb, 1, waitFor)[0], 7, Success, WCRecv)
+		la.SetUp(true)
+		if ev := expectEvent(t, p.da, EventPortActive); ev.Port != 1 {
+			t.Fatalf("event %+v, want port 1", ev)
+		}
+		if s := portState(t, p.da); s != PortActive {
+			t.Fatalf("port %v after the link came back, want ACTIVE", s)
+		}
+		advance(timeout)
+		checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCSend)
+		checkWC(t, waitWC(t, p.cb, 1, waitFor)[0], 7, Success, WCRecv)
 
-	la.SetUp(false)
-	expectEvent(t, p.da, EventPortErr)
-	post(t, p.qa, SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
-	for range 4 { // retry_cnt 3: the fourth timeout ends it
-		fk.Advance(timeout)
-	}
-	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 2, RetryExcErr, WCSend)
-	expectState(t, p.qa, StateErr)
-	expectNoEvent(t, p.da) // RETRY_EXC_ERR raises no async event
+		la.SetUp(false)
+		expectEvent(t, p.da, EventPortErr)
+		post(t, p.qa, SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
+		for range 4 { // retry_cnt 3: the fourth timeout ends it
+			advance(timeout)
+		}
+		checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 2, RetryExcErr, WCSend)
+		expectState(t, p.qa, StateErr)
+		expectNoEvent(t, p.da) // RETRY_EXC_ERR raises no async event
+	})
 }

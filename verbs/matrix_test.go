@@ -16,9 +16,9 @@ import (
 	"runtime/debug"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
@@ -816,10 +816,11 @@ func (l *stubLink) pump() int {
 	return n
 }
 
-// allocPair returns a connected RC pair on stub links ("stub") or on loop,
-// with a fake clock so no timer fires or is re-armed.
+// allocPair returns a connected RC pair on stub links ("stub") or on loop.
+// Called in a synctest bubble whose test goroutine never blocks, it sees
+// time stand still, so no timer fires or is re-armed.
 func allocPair(t *testing.T, kind string) (*pair, func() int) {
-	opts := &Options{Clock: clock.NewFake()}
+	opts := &Options{}
 	if kind == "loop" {
 		_, da, db := newDevicesLoop(t, &pairOpts{devOpts: opts})
 		p := &pair{t: t, da: da, db: db}
@@ -850,58 +851,59 @@ func TestHotPathAllocs(t *testing.T) {
 	}
 	for _, kind := range []string{"stub", "loop"} {
 		t.Run(kind, func(t *testing.T) {
-			p, pump := allocPair(t, kind)
-			ma, mb := p.reg(p.pa, 1<<20), p.reg(p.pb, 1<<20)
-			const nSend, nWrite = 8, 8
-			var wrs []SendWR
-			var recvs []RecvWR
-			for i := range nSend {
-				wrs = append(wrs, SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(i*4096, 1500), ma.SGE(i*4096+2000, 100)}})
-				recvs = append(recvs, RecvWR{ID: uint64(i), SGL: []SGE{mb.SGE(i*4096, 4096)}})
-			}
-			for i := range nWrite {
-				wrs = append(wrs, SendWR{ID: uint64(nSend + i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ma.SGE(65536+i*4096, 3000)},
-					RemoteAddr: mb.Addr() + 65536 + uint64(i*4096), RKey: mb.RKey()})
-			}
-			wc := make([]WC, 32)
-			var failed string
-			round := func() {
-				if err := p.qb.PostRecv(recvs); err != nil {
-					failed = err.Error()
-					return
+			synctest.Test(t, func(t *testing.T) {
+				p, pump := allocPair(t, kind)
+				ma, mb := p.reg(p.pa, 1<<20), p.reg(p.pb, 1<<20)
+				const nSend, nWrite = 8, 8
+				var wrs []SendWR
+				var recvs []RecvWR
+				for i := range nSend {
+					wrs = append(wrs, SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(i*4096, 1500), ma.SGE(i*4096+2000, 100)}})
+					recvs = append(recvs, RecvWR{ID: uint64(i), SGL: []SGE{mb.SGE(i*4096, 4096)}})
 				}
-				if err := p.qa.PostSend(wrs); err != nil {
-					failed = err.Error()
-					return
+				for i := range nWrite {
+					wrs = append(wrs, SendWR{ID: uint64(nSend + i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ma.SGE(65536+i*4096, 3000)},
+						RemoteAddr: mb.Addr() + 65536 + uint64(i*4096), RKey: mb.RKey()})
 				}
-				gotA, gotB := 0, 0
-				deadline := time.Now().Add(10 * time.Second)
-				for gotA < len(wrs) || gotB < nSend {
-					pump()
-					k := p.ca.Poll(wc)
-					for _, w := range wc[:k] {
-						if w.Status != Success {
-							failed = w.Status.String()
-						}
-					}
-					gotA += k
-					gotB += p.cb.Poll(wc)
-					if time.Now().After(deadline) {
-						failed = "timed out"
+				wc := make([]WC, 32)
+				var failed string
+				round := func() {
+					if err := p.qb.PostRecv(recvs); err != nil {
+						failed = err.Error()
 						return
 					}
+					if err := p.qa.PostSend(wrs); err != nil {
+						failed = err.Error()
+						return
+					}
+					gotA, gotB := 0, 0
+					for spins := 0; gotA < len(wrs) || gotB < nSend; spins++ {
+						pump()
+						k := p.ca.Poll(wc)
+						for _, w := range wc[:k] {
+							if w.Status != Success {
+								failed = w.Status.String()
+							}
+						}
+						gotA += k
+						gotB += p.cb.Poll(wc)
+						if spins > 10_000_000 { // time stands still in the bubble
+							failed = "no completions after 10,000,000 polls"
+							return
+						}
+					}
 				}
-			}
-			for range 20 { // warm up pools, queues and slices
-				round()
-			}
-			allocs := testing.AllocsPerRun(200, round)
-			if failed != "" {
-				t.Fatal(failed)
-			}
-			if allocs != 0 {
-				t.Errorf("%v allocations per batch of %d WRs (%d packets each way), want 0", allocs, len(wrs), nSend*2+nWrite*3)
-			}
+				for range 20 { // warm up pools, queues and slices
+					round()
+				}
+				allocs := testing.AllocsPerRun(200, round)
+				if failed != "" {
+					t.Fatal(failed)
+				}
+				if allocs != 0 {
+					t.Errorf("%v allocations per batch of %d WRs (%d packets each way), want 0", allocs, len(wrs), nSend*2+nWrite*3)
+				}
+			})
 		})
 	}
 }
@@ -947,7 +949,9 @@ func TestRCLossyPipeline(t *testing.T) {
 		for _, seed := range c.seeds {
 			t.Run(fmt.Sprintf("%s/seed=%d", c.profile, seed), func(t *testing.T) {
 				t.Parallel()
-				runPipeline(t, stressProfiles[c.profile], seed)
+				// In a bubble the loop network's delays and jitter,
+				// and every timer, run on fake time.
+				synctest.Test(t, func(t *testing.T) { runPipeline(t, stressProfiles[c.profile], seed) })
 			})
 		}
 	}

@@ -7,8 +7,8 @@ package verbs
 import (
 	"net/netip"
 	"sync"
+	"time"
 
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/verbs/internal/requester"
 	"github.com/softrdma/softrdma/wire"
@@ -125,9 +125,9 @@ type QP struct {
 	// txMu. txOut is the batch being sent, guarded by txMu.
 	txMu    sync.Mutex
 	txOut   []*link.Packet
-	retryT  clock.Timer
+	retryT  *time.Timer
 	retryAt int64 // when retryT fires, clock nanoseconds
-	rnrT    clock.Timer
+	rnrT    *time.Timer
 }
 
 // CreateQP creates a queue pair in the RESET state.

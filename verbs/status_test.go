@@ -2,7 +2,7 @@
 // between two devices over link/loop and checks the status on the side that
 // errs, both QPs' states afterwards, and the acknowledgement the responder
 // put on the wire (peeked with a loop Filter and parsed with wire.Parse).
-// Timeouts and RNR waits run on a fake clock.
+// Timeouts and RNR waits run in synctest bubbles, on fake time.
 
 package verbs
 
@@ -12,9 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/softrdma/softrdma/internal/clock"
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs/internal/requester"
@@ -128,18 +128,6 @@ func (w *wireTap) requestPSNs(t *testing.T, d *Device) (wire.PSN, wire.PSN) {
 	return reqs[0].psn, reqs[len(reqs)-1].psn
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
-}
-
 // expectEvent waits for the next async event of d and checks its type.
 func expectEvent(t testing.TB, d *Device, typ EventType) AsyncEvent {
 	t.Helper()
@@ -202,12 +190,22 @@ func postRecv(t testing.TB, qp *QP, wrs ...RecvWR) {
 	}
 }
 
-// newFakePair is newPair on a fake clock shared by both devices.
-func newFakePair(t testing.TB, o pairOpts) (*pair, *clock.Fake) {
+// advance lets d of fake time pass in a synctest bubble, then waits until
+// every goroutine of the bubble is blocked again: timers due in d have
+// fired and what they started has run.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// settled checks, in a synctest bubble, that cond holds once everything
+// that can happen without time passing has happened.
+func settled(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	fk := clock.NewFake()
-	o.devOpts = &Options{Clock: fk}
-	return newPair(t, o), fk
+	synctest.Wait()
+	if !cond() {
+		t.Fatalf("not so once the bubble settled: %s", what)
+	}
 }
 
 func TestStatusRemAccessErr(t *testing.T) {
@@ -597,50 +595,52 @@ func TestStatusWRFlushErr(t *testing.T) {
 func TestStatusRetryExcErr(t *testing.T) {
 	for _, retry := range []uint8{1, 3, 7} {
 		t.Run(fmt.Sprintf("retry_cnt=%d", retry), func(t *testing.T) {
-			p, fk := newFakePair(t, pairOpts{retry: retry, timeout: 12})
-			ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
-			w := p.tap()
-			w.setDrop(func(*tapped) bool { return true }) // the peer is gone
-			postRecv(t, p.qb, RecvWR{ID: 9, SGL: []SGE{mb.SGE(0, 4096)}})
-			post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
-			sent := func() int { return len(w.all(both(from(p.da), isRequest))) }
-			if n := sent(); n != 1 {
-				t.Fatalf("%d packets sent, want 1", n)
-			}
-			timeout := wire.ACKTimeout(12)
-			for i := 1; i <= int(retry); i++ {
-				fk.Advance(timeout)
-				if n := sent(); n != 1+i {
-					t.Fatalf("after %d timeouts: %d packets sent, want %d", i, n, 1+i)
+			synctest.Test(t, func(t *testing.T) {
+				p := newPair(t, pairOpts{retry: retry, timeout: 12})
+				ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
+				w := p.tap()
+				w.setDrop(func(*tapped) bool { return true }) // the peer is gone
+				postRecv(t, p.qb, RecvWR{ID: 9, SGL: []SGE{mb.SGE(0, 4096)}})
+				post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
+				sent := func() int { return len(w.all(both(from(p.da), isRequest))) }
+				if n := sent(); n != 1 {
+					t.Fatalf("%d packets sent, want 1", n)
 				}
-				expectNoWC(t, p.ca)
-				expectState(t, p.qa, StateRTS)
-			}
-			fk.Advance(timeout)
-			checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, RetryExcErr, WCSend)
-			expectState(t, p.qa, StateErr)
-			if n := sent() - 1; n != int(retry) {
-				t.Fatalf("%d retransmissions, want retry_cnt = %d", n, retry)
-			}
-			// No response reached anyone; the peer's receive is untouched.
-			if acks := w.all(func(tp *tapped) bool { return tp.aeth }); len(acks) != 0 {
-				t.Fatalf("acknowledgements on the wire: %+v", acks)
-			}
-			fk.Advance(10 * timeout)
-			if n := sent() - 1; n != int(retry) {
-				t.Fatalf("retransmitted after the error: %d", n)
-			}
-			expectState(t, p.qb, StateRTS)
-			expectNoWC(t, p.cb)
+				timeout := wire.ACKTimeout(12)
+				for i := 1; i <= int(retry); i++ {
+					advance(timeout)
+					if n := sent(); n != 1+i {
+						t.Fatalf("after %d timeouts: %d packets sent, want %d", i, n, 1+i)
+					}
+					expectNoWC(t, p.ca)
+					expectState(t, p.qa, StateRTS)
+				}
+				advance(timeout)
+				checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, RetryExcErr, WCSend)
+				expectState(t, p.qa, StateErr)
+				if n := sent() - 1; n != int(retry) {
+					t.Fatalf("%d retransmissions, want retry_cnt = %d", n, retry)
+				}
+				// No response reached anyone; the peer's receive is untouched.
+				if acks := w.all(func(tp *tapped) bool { return tp.aeth }); len(acks) != 0 {
+					t.Fatalf("acknowledgements on the wire: %+v", acks)
+				}
+				advance(10 * timeout)
+				if n := sent() - 1; n != int(retry) {
+					t.Fatalf("retransmitted after the error: %d", n)
+				}
+				expectState(t, p.qb, StateRTS)
+				expectNoWC(t, p.cb)
+			})
 		})
 	}
 }
 
-// waitRNRWait waits until qp's requester has taken an RNR NAK and is waiting
-// for its RNR timer.
+// waitRNRWait checks, in a synctest bubble, that qp's requester has taken an RNR NAK and is waiting
+// for its RNR timer once the bubble settles.
 func waitRNRWait(t *testing.T, qp *QP) {
 	t.Helper()
-	eventually(t, "the requester takes the RNR NAK", func() bool {
+	settled(t, "the requester takes the RNR NAK", func() bool {
 		qp.mu.Lock()
 		defer qp.mu.Unlock()
 		return qp.req.Mode() == requester.RNRWait
@@ -650,36 +650,38 @@ func waitRNRWait(t *testing.T, qp *QP) {
 func TestStatusRNRRetryExcErr(t *testing.T) {
 	for _, rnr := range []uint8{1, 2, 6} {
 		t.Run(fmt.Sprintf("rnr_retry=%d", rnr), func(t *testing.T) {
-			const minRNR = 14 // 1.28 ms
-			p, fk := newFakePair(t, pairOpts{rnr: rnr, minRNR: minRNR})
-			ma := p.reg(p.pa, 4096)
-			w := p.tap()
-			// No receive is posted at the responder.
-			post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
-			for i := 1; i <= int(rnr); i++ {
-				waitRNRWait(t, p.qa)
-				expectNoWC(t, p.ca)
-				fk.Advance(wire.RNRTimerDuration(minRNR))
-			}
-			checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, RNRRetryExcErr, WCSend)
-			expectState(t, p.qa, StateErr)
-			// RNR is IBTA class B: the responder's QP is unaffected.
-			expectState(t, p.qb, StateRTS)
-			expectNoEvent(t, p.db)
-
-			rnrs := w.all(both(from(p.db), isRNR))
-			reqs := w.all(both(from(p.da), isRequest))
-			if len(rnrs) != int(rnr)+1 || len(reqs) != int(rnr)+1 {
-				t.Fatalf("%d requests and %d RNR NAKs, want %d of each (rnr_retry %d)", len(reqs), len(rnrs), rnr+1, rnr)
-			}
-			for i, n := range rnrs {
-				if n.syn.Value() != minRNR || n.psn != reqs[i].psn {
-					t.Fatalf("RNR NAK %d: %v PSN %#x, want timer code %d PSN %#x", i, n.syn, n.psn, minRNR, reqs[i].psn)
+			synctest.Test(t, func(t *testing.T) {
+				const minRNR = 14 // 1.28 ms
+				p := newPair(t, pairOpts{rnr: rnr, minRNR: minRNR})
+				ma := p.reg(p.pa, 4096)
+				w := p.tap()
+				// No receive is posted at the responder.
+				post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 100)}})
+				for i := 1; i <= int(rnr); i++ {
+					waitRNRWait(t, p.qa)
+					expectNoWC(t, p.ca)
+					advance(wire.RNRTimerDuration(minRNR))
 				}
-			}
-			if naks := w.all(isNAK); len(naks) != 0 {
-				t.Fatalf("NAKs: %+v", naks)
-			}
+				checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, RNRRetryExcErr, WCSend)
+				expectState(t, p.qa, StateErr)
+				// RNR is IBTA class B: the responder's QP is unaffected.
+				expectState(t, p.qb, StateRTS)
+				expectNoEvent(t, p.db)
+
+				rnrs := w.all(both(from(p.db), isRNR))
+				reqs := w.all(both(from(p.da), isRequest))
+				if len(rnrs) != int(rnr)+1 || len(reqs) != int(rnr)+1 {
+					t.Fatalf("%d requests and %d RNR NAKs, want %d of each (rnr_retry %d)", len(reqs), len(rnrs), rnr+1, rnr)
+				}
+				for i, n := range rnrs {
+					if n.syn.Value() != minRNR || n.psn != reqs[i].psn {
+						t.Fatalf("RNR NAK %d: %v PSN %#x, want timer code %d PSN %#x", i, n.syn, n.psn, minRNR, reqs[i].psn)
+					}
+				}
+				if naks := w.all(isNAK); len(naks) != 0 {
+					t.Fatalf("NAKs: %+v", naks)
+				}
+			})
 		})
 	}
 }
@@ -687,31 +689,33 @@ func TestStatusRNRRetryExcErr(t *testing.T) {
 func TestStatusRNRRecovery(t *testing.T) {
 	for _, rnr := range []uint8{7, 3} {
 		t.Run(fmt.Sprintf("rnr_retry=%d", rnr), func(t *testing.T) {
-			const minRNR = 1 // 10 us
-			p, fk := newFakePair(t, pairOpts{rnr: rnr, minRNR: minRNR})
-			ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
-			copy(ma.Buf(), "not ready yet")
-			w := p.tap()
-			post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 13)}})
-			for range 2 {
+			synctest.Test(t, func(t *testing.T) {
+				const minRNR = 1 // 10 us
+				p := newPair(t, pairOpts{rnr: rnr, minRNR: minRNR})
+				ma, mb := p.reg(p.pa, 4096), p.reg(p.pb, 4096)
+				copy(ma.Buf(), "not ready yet")
+				w := p.tap()
+				post(t, p.qa, SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 13)}})
+				for range 2 {
+					waitRNRWait(t, p.qa)
+					advance(wire.RNRTimerDuration(minRNR))
+				}
 				waitRNRWait(t, p.qa)
-				fk.Advance(wire.RNRTimerDuration(minRNR))
-			}
-			waitRNRWait(t, p.qa)
-			postRecv(t, p.qb, RecvWR{ID: 2, SGL: []SGE{mb.SGE(0, 64)}})
-			fk.Advance(wire.RNRTimerDuration(minRNR))
+				postRecv(t, p.qb, RecvWR{ID: 2, SGL: []SGE{mb.SGE(0, 64)}})
+				advance(wire.RNRTimerDuration(minRNR))
 
-			checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCSend)
-			wc := waitWC(t, p.cb, 1, waitFor)[0]
-			checkWC(t, wc, 2, Success, WCRecv)
-			if wc.ByteLen != 13 || string(mb.Buf()[:13]) != "not ready yet" {
-				t.Fatalf("received %d bytes %q", wc.ByteLen, mb.Buf()[:13])
-			}
-			if n := len(w.all(both(from(p.db), isRNR))); n != 3 {
-				t.Fatalf("%d RNR NAKs, want 3", n)
-			}
-			expectState(t, p.qa, StateRTS)
-			expectState(t, p.qb, StateRTS)
+				checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCSend)
+				wc := waitWC(t, p.cb, 1, waitFor)[0]
+				checkWC(t, wc, 2, Success, WCRecv)
+				if wc.ByteLen != 13 || string(mb.Buf()[:13]) != "not ready yet" {
+					t.Fatalf("received %d bytes %q", wc.ByteLen, mb.Buf()[:13])
+				}
+				if n := len(w.all(both(from(p.db), isRNR))); n != 3 {
+					t.Fatalf("%d RNR NAKs, want 3", n)
+				}
+				expectState(t, p.qa, StateRTS)
+				expectState(t, p.qb, StateRTS)
+			})
 		})
 	}
 }

@@ -18,7 +18,7 @@ const module = "github.com/softrdma/softrdma"
 var layers = map[string]int{
 	"wire": 0,
 	// Foundations over the wire format.
-	"wire/mad": 1, "internal/clock": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
+	"wire/mad": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/pcap": 2, "link/linktest": 2,
@@ -34,7 +34,7 @@ var layers = map[string]int{
 
 // stdlibOnly lists packages that import nothing outside the standard
 // library and the module.
-var stdlibOnly = []string{"wire", "wire/mad", "internal/clock", "internal/mem", "link", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
+var stdlibOnly = []string{"wire", "wire/mad", "internal/mem", "link", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
 
 // pure lists packages that are state machines only: no clock, no locks, no
 // I/O. They import nothing but these (DESIGN.md, "The requester core").
