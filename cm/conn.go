@@ -139,7 +139,7 @@ type Conn struct {
 	remoteID  uint32
 	tid       uint64
 	path      Path
-	remoteQPN uint32
+	remoteQPN wire.QPN
 	ackTO     uint8 // local ACK timeout of the connection, for time wait
 	peerRespT uint8 // the peer's CM response timeout exponent
 	retries   int
@@ -211,10 +211,10 @@ type REQParams struct {
 	Path      Path
 	// QPType is verbs.RC or verbs.UC.
 	QPType verbs.QPType
-	QPN    uint32
+	QPN    wire.QPN
 	// StartingPSN is, as Linux uses it, the PSN the active QP expects to
 	// receive first; the passive QP sends from it.
-	StartingPSN        uint32
+	StartingPSN        wire.PSN
 	ResponderResources uint8
 	InitiatorDepth     uint8
 	RetryCount         uint8 // 0..7
@@ -273,10 +273,10 @@ func (c *Conn) SendREQ(p *REQParams) error {
 
 // REPParams are the contents of a REP.
 type REPParams struct {
-	QPN uint32
+	QPN wire.QPN
 	// StartingPSN is the PSN the passive QP expects to receive first; the
 	// active QP sends from it.
-	StartingPSN        uint32
+	StartingPSN        wire.PSN
 	ResponderResources uint8
 	InitiatorDepth     uint8
 	RNRRetryCount      uint8

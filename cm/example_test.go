@@ -40,7 +40,7 @@ func Example() {
 			established <- c.State().String()
 		}
 	})
-	done := make(chan uint32, 1)
+	done := make(chan wire.QPN, 1)
 	c, _ := client.NewConn(func(c *cm.Conn, ev *cm.Event) {
 		if ev.Type == cm.EventREP {
 			c.SendRTU(nil)

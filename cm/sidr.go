@@ -6,6 +6,7 @@ package cm
 import (
 	"time"
 
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -41,8 +42,8 @@ func (c *Conn) SendSIDRReq(serviceID uint64, path Path, privateData []byte) erro
 // SIDRRepParams are the contents of a SIDR_REP.
 type SIDRRepParams struct {
 	Status      mad.SIDRStatus
-	QPN         uint32
-	QKey        uint32
+	QPN         wire.QPN
+	QKey        wire.QKey
 	ServiceID   uint64
 	PrivateData []byte // at most mad.SIDRRepPrivateDataSize bytes
 }

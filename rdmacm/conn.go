@@ -50,7 +50,7 @@ func (id *ID) CreateQP(pd *verbs.PD, init verbs.QPInitAttr) (*verbs.QP, error) {
 	if err == nil && init.Type == verbs.UD {
 		err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTR}, verbs.AttrState)
 		if err == nil {
-			err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: wire.PSN(randomPSN())}, verbs.AttrState|verbs.AttrSQPSN)
+			err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: randomPSN()}, verbs.AttrState|verbs.AttrSQPSN)
 		}
 	}
 	if err != nil {
@@ -181,7 +181,7 @@ func (id *ID) onListenEvent(c *cm.Conn, ev *cm.Event) {
 		out.Conn = ConnParam{PrivateData: copyBytes(pd[mad.CMAHeaderSize:]),
 			ResponderResources: r.InitiatorDepth, InitiatorDepth: r.ResponderResources,
 			FlowControl: r.EndToEndFlowControl, RetryCount: r.RetryCount, RNRRetryCount: r.RNRRetryCount,
-			SRQ: r.SRQ, QPNum: wire.QPN(r.LocalQPN)}
+			SRQ: r.SRQ, QPNum: r.LocalQPN}
 	} else {
 		child.sidrConn = true
 		out.UD = UDParam{PrivateData: copyBytes(pd[mad.CMAHeaderSize:])}
@@ -238,18 +238,18 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 	if id.ps == PortSpaceUDP {
 		err = c.SendSIDRReq(id.serviceID(id.dst.Port()), path, pd[:n])
 	} else {
-		var qpn uint32
+		var qpn wire.QPN
 		mtu := verbs.MTU1024
 		if pa, e := id.dev.dev.QueryPort(1); e == nil {
 			mtu = pa.ActiveMTU
 		}
 		if id.qp != nil {
-			qpn = uint32(id.qp.QPN())
+			qpn = id.qp.QPN()
 		} else {
-			qpn = randomPSN() | 1 // no QP yet: any QPN, as rdma_connect with qp_num
+			qpn = wire.QPN(randomPSN() | 1) // no QP yet: any QPN, as rdma_connect with qp_num
 		}
 		if cp.QPNum != 0 {
-			qpn = uint32(cp.QPNum)
+			qpn = cp.QPNum
 		}
 		id.psn = randomPSN()
 		err = c.SendREQ(&cm.REQParams{ServiceID: id.serviceID(id.dst.Port()), Path: path, QPType: verbs.RC,
@@ -329,10 +329,10 @@ func (id *ID) Accept(ctx context.Context, p *ConnParam) error {
 		return errf(ErrInvalid, "%d bytes of private data", len(cp.PrivateData))
 	}
 	r := id.req
-	qpn := uint32(cp.QPNum)
+	qpn := cp.QPNum
 	id.psn = randomPSN()
 	if id.qp != nil {
-		qpn = uint32(id.qp.QPN())
+		qpn = id.qp.QPN()
 		resp := min(cp.ResponderResources, r.InitiatorDepth)
 		init := min(cp.InitiatorDepth, r.ResponderResources)
 		if err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, verbs.MTU(r.PathMTU), resp, init,
@@ -364,9 +364,9 @@ func (id *ID) acceptUDLocked(cp *ConnParam) error {
 	if id.qp == nil && cp.QPNum == 0 {
 		return errf(ErrState, "UD accept needs a QP")
 	}
-	qpn := uint32(cp.QPNum)
+	qpn := cp.QPNum
 	if id.qp != nil {
-		qpn = uint32(id.qp.QPN())
+		qpn = id.qp.QPN()
 	}
 	err := id.conn.SendSIDRRep(&cm.SIDRRepParams{Status: mad.SIDRSuccess, QPN: qpn, QKey: mad.RDMAUDPQKey,
 		ServiceID: id.serviceID(id.src.Port()), PrivateData: cp.PrivateData})
@@ -392,7 +392,7 @@ func (id *ID) releasePendingLocked() {
 // The starting PSNs follow Linux's CM: the PSN in a REQ or REP is the one
 // its sender expects to receive, so each side sends from the PSN in the
 // other side's message (and a Linux peer NAKs anything else).
-func (id *ID) toRTSLocked(destQPN, rqPSN, sqPSN uint32, mtu verbs.MTU, maxDestRd, maxRd, timeout, retry, rnr uint8) error {
+func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU, maxDestRd, maxRd, timeout, retry, rnr uint8) error {
 	if pa, err := id.dev.dev.QueryPort(1); err == nil && (mtu == 0 || mtu > pa.ActiveMTU) {
 		mtu = pa.ActiveMTU
 	}
@@ -401,14 +401,14 @@ func (id *ID) toRTSLocked(destQPN, rqPSN, sqPSN uint32, mtu verbs.MTU, maxDestRd
 		p := id.conn.Path()
 		ah.DGID, ah.SGIDIndex, ah.FlowLabel = p.DGID, p.SGIDIndex, p.FlowLabel
 	}
-	err := id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: wire.QPN(destQPN),
-		RQPSN: wire.PSN(rqPSN), MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
+	err := id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
+		RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
 		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|
 			verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 	if err != nil {
 		return err
 	}
-	return id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: wire.PSN(sqPSN), Timeout: timeout,
+	return id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: sqPSN, Timeout: timeout,
 		RetryCnt: min(retry, 7), RNRRetry: min(rnr, 7), MaxRdAtomic: int(max(maxRd, 1))},
 		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
 }
@@ -554,7 +554,7 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 		p := c.Path()
 		id.peerUD = UDParam{PrivateData: copyBytes(ev.PrivateData),
 			AH:    verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, HopLimit: 64, PortNum: 1},
-			QPNum: wire.QPN(r.QPN), QKey: wire.QKey(r.QKey)}
+			QPNum: r.QPN, QKey: r.QKey}
 		out = &Event{Type: EventEstablished, UD: id.peerUD}
 	}
 	id.mu.Unlock()
@@ -569,7 +569,7 @@ func (id *ID) peerParamLocked() ConnParam {
 		return ConnParam{}
 	}
 	return ConnParam{ResponderResources: r.InitiatorDepth, InitiatorDepth: r.ResponderResources,
-		RetryCount: r.RetryCount, RNRRetryCount: r.RNRRetryCount, SRQ: r.SRQ, QPNum: wire.QPN(r.LocalQPN)}
+		RetryCount: r.RetryCount, RNRRetryCount: r.RNRRetryCount, SRQ: r.SRQ, QPNum: r.LocalQPN}
 }
 
 func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
@@ -579,7 +579,7 @@ func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
 	r := ev.REP
 	peer := ConnParam{PrivateData: copyBytes(ev.PrivateData), ResponderResources: r.ResponderResources,
 		InitiatorDepth: r.InitiatorDepth, FlowControl: r.EndToEndFlowControl, RNRRetryCount: r.RNRRetryCount,
-		SRQ: r.SRQ, QPNum: wire.QPN(r.LocalQPN)}
+		SRQ: r.SRQ, QPNum: r.LocalQPN}
 	if id.qp == nil {
 		id.state = idRepReceived
 		return &Event{Type: EventConnectResponse, Conn: peer}

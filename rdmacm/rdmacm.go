@@ -225,7 +225,7 @@ type ID struct {
 	backlog   int
 	pending   int
 	parent    *ID
-	psn       uint32
+	psn       wire.PSN
 	param     ConnParam // ours, from Connect/Accept
 	req       *mad.REQFields
 	peerUD    UDParam
@@ -436,8 +436,8 @@ func (id *ID) pathLocked() cm.Path {
 
 func (id *ID) serviceID(port uint16) uint64 { return mad.ServiceID(id.ps, port) }
 
-func randomPSN() uint32 {
+func randomPSN() wire.PSN {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return binary.BigEndian.Uint32(b[:]) & 0xFFFFFF
+	return wire.PSN(binary.BigEndian.Uint32(b[:]) & 0xFFFFFF)
 }

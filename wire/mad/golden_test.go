@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/softrdma/softrdma/wire"
 )
 
 // gsiPacket is one RoCEv2 UD SEND ONLY packet to or from QP1.
@@ -602,15 +604,15 @@ func checkSIDRRep(t *testing.T, req SIDRReq, rep SIDRRep, g gsiPacket, pkts []ro
 // connTracker remembers who announced which comm ID and QPN, to check that
 // later messages refer to each other consistently.
 type connTracker struct {
-	qpn  map[uint32]uint32 // comm ID -> QPN announced with it
-	peer map[uint32]uint32 // comm ID -> peer's comm ID
+	qpn  map[uint32]wire.QPN // comm ID -> QPN announced with it
+	peer map[uint32]uint32   // comm ID -> peer's comm ID
 }
 
 func newConnTracker() *connTracker {
-	return &connTracker{qpn: map[uint32]uint32{}, peer: map[uint32]uint32{}}
+	return &connTracker{qpn: map[uint32]wire.QPN{}, peer: map[uint32]uint32{}}
 }
 
-func (c *connTracker) add(id, qpn uint32) { c.qpn[id] = qpn }
+func (c *connTracker) add(id uint32, qpn wire.QPN) { c.qpn[id] = qpn }
 
 func (c *connTracker) pair(a, b uint32) { c.peer[a], c.peer[b] = b, a }
 

@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/softrdma/softrdma/wire"
 )
 
 // pattern returns n non-zero bytes starting at start.
@@ -329,8 +331,8 @@ func specs() []fieldSpec {
 	add("REQ.VendorID", d, seg(5, 0, 24), func(b []byte) uint64 { return uint64(REQ(b).VendorID()) }, func(b []byte, v uint64) { REQ(b).SetVendorID(uint32(v)) })
 	add("REQ.ServiceID", d, seg(8, 0, 64), func(b []byte) uint64 { return REQ(b).ServiceID() }, func(b []byte, v uint64) { REQ(b).SetServiceID(v) })
 	add("REQ.LocalCAGUID", d, seg(16, 0, 64), func(b []byte) uint64 { return REQ(b).LocalCAGUID() }, func(b []byte, v uint64) { REQ(b).SetLocalCAGUID(v) })
-	add("REQ.LocalQKey", d, seg(28, 0, 32), func(b []byte) uint64 { return uint64(REQ(b).LocalQKey()) }, func(b []byte, v uint64) { REQ(b).SetLocalQKey(uint32(v)) })
-	add("REQ.LocalQPN", d, seg(32, 0, 24), func(b []byte) uint64 { return uint64(REQ(b).LocalQPN()) }, func(b []byte, v uint64) { REQ(b).SetLocalQPN(uint32(v)) })
+	add("REQ.LocalQKey", d, seg(28, 0, 32), func(b []byte) uint64 { return uint64(REQ(b).LocalQKey()) }, func(b []byte, v uint64) { REQ(b).SetLocalQKey(wire.QKey(v)) })
+	add("REQ.LocalQPN", d, seg(32, 0, 24), func(b []byte) uint64 { return uint64(REQ(b).LocalQPN()) }, func(b []byte, v uint64) { REQ(b).SetLocalQPN(wire.QPN(v)) })
 	add("REQ.ResponderResources", d, seg(35, 0, 8), func(b []byte) uint64 { return uint64(REQ(b).ResponderResources()) }, func(b []byte, v uint64) { REQ(b).SetResponderResources(uint8(v)) })
 	add("REQ.LocalEECN", d, seg(36, 0, 24), func(b []byte) uint64 { return uint64(REQ(b).LocalEECN()) }, func(b []byte, v uint64) { REQ(b).SetLocalEECN(uint32(v)) })
 	add("REQ.InitiatorDepth", d, seg(39, 0, 8), func(b []byte) uint64 { return uint64(REQ(b).InitiatorDepth()) }, func(b []byte, v uint64) { REQ(b).SetInitiatorDepth(uint8(v)) })
@@ -338,7 +340,7 @@ func specs() []fieldSpec {
 	add("REQ.RemoteCMResponseTimeout", d, seg(43, 0, 5), func(b []byte) uint64 { return uint64(REQ(b).RemoteCMResponseTimeout()) }, func(b []byte, v uint64) { REQ(b).SetRemoteCMResponseTimeout(uint8(v)) })
 	add("REQ.TransportServiceType", d, seg(43, 5, 2), func(b []byte) uint64 { return uint64(REQ(b).TransportServiceType()) }, func(b []byte, v uint64) { REQ(b).SetTransportServiceType(uint8(v)) })
 	add("REQ.EndToEndFlowControl", d, seg(43, 7, 1), func(b []byte) uint64 { return b2u(REQ(b).EndToEndFlowControl()) }, func(b []byte, v uint64) { REQ(b).SetEndToEndFlowControl(v&1 != 0) })
-	add("REQ.StartingPSN", d, seg(44, 0, 24), func(b []byte) uint64 { return uint64(REQ(b).StartingPSN()) }, func(b []byte, v uint64) { REQ(b).SetStartingPSN(uint32(v)) })
+	add("REQ.StartingPSN", d, seg(44, 0, 24), func(b []byte) uint64 { return uint64(REQ(b).StartingPSN()) }, func(b []byte, v uint64) { REQ(b).SetStartingPSN(wire.PSN(v)) })
 	add("REQ.LocalCMResponseTimeout", d, seg(47, 0, 5), func(b []byte) uint64 { return uint64(REQ(b).LocalCMResponseTimeout()) }, func(b []byte, v uint64) { REQ(b).SetLocalCMResponseTimeout(uint8(v)) })
 	add("REQ.RetryCount", d, seg(47, 5, 3), func(b []byte) uint64 { return uint64(REQ(b).RetryCount()) }, func(b []byte, v uint64) { REQ(b).SetRetryCount(uint8(v)) })
 	add("REQ.PKey", d, seg(48, 0, 16), func(b []byte) uint64 { return uint64(REQ(b).PKey()) }, func(b []byte, v uint64) { REQ(b).SetPKey(uint16(v)) })
@@ -383,11 +385,11 @@ func specs() []fieldSpec {
 	// REP (table 110).
 	add("REP.LocalCommID", d, seg(0, 0, 32), func(b []byte) uint64 { return uint64(REP(b).LocalCommID()) }, func(b []byte, v uint64) { REP(b).SetLocalCommID(uint32(v)) })
 	add("REP.RemoteCommID", d, seg(4, 0, 32), func(b []byte) uint64 { return uint64(REP(b).RemoteCommID()) }, func(b []byte, v uint64) { REP(b).SetRemoteCommID(uint32(v)) })
-	add("REP.LocalQKey", d, seg(8, 0, 32), func(b []byte) uint64 { return uint64(REP(b).LocalQKey()) }, func(b []byte, v uint64) { REP(b).SetLocalQKey(uint32(v)) })
-	add("REP.LocalQPN", d, seg(12, 0, 24), func(b []byte) uint64 { return uint64(REP(b).LocalQPN()) }, func(b []byte, v uint64) { REP(b).SetLocalQPN(uint32(v)) })
+	add("REP.LocalQKey", d, seg(8, 0, 32), func(b []byte) uint64 { return uint64(REP(b).LocalQKey()) }, func(b []byte, v uint64) { REP(b).SetLocalQKey(wire.QKey(v)) })
+	add("REP.LocalQPN", d, seg(12, 0, 24), func(b []byte) uint64 { return uint64(REP(b).LocalQPN()) }, func(b []byte, v uint64) { REP(b).SetLocalQPN(wire.QPN(v)) })
 	add("REP.VendorID", d, [][3]int{{15, 0, 8}, {19, 0, 8}, {23, 0, 8}}, func(b []byte) uint64 { return uint64(REP(b).VendorID()) }, func(b []byte, v uint64) { REP(b).SetVendorID(uint32(v)) })
 	add("REP.LocalEECN", d, seg(16, 0, 24), func(b []byte) uint64 { return uint64(REP(b).LocalEECN()) }, func(b []byte, v uint64) { REP(b).SetLocalEECN(uint32(v)) })
-	add("REP.StartingPSN", d, seg(20, 0, 24), func(b []byte) uint64 { return uint64(REP(b).StartingPSN()) }, func(b []byte, v uint64) { REP(b).SetStartingPSN(uint32(v)) })
+	add("REP.StartingPSN", d, seg(20, 0, 24), func(b []byte) uint64 { return uint64(REP(b).StartingPSN()) }, func(b []byte, v uint64) { REP(b).SetStartingPSN(wire.PSN(v)) })
 	add("REP.ResponderResources", d, seg(24, 0, 8), func(b []byte) uint64 { return uint64(REP(b).ResponderResources()) }, func(b []byte, v uint64) { REP(b).SetResponderResources(uint8(v)) })
 	add("REP.InitiatorDepth", d, seg(25, 0, 8), func(b []byte) uint64 { return uint64(REP(b).InitiatorDepth()) }, func(b []byte, v uint64) { REP(b).SetInitiatorDepth(uint8(v)) })
 	add("REP.TargetACKDelay", d, seg(26, 0, 5), func(b []byte) uint64 { return uint64(REP(b).TargetACKDelay()) }, func(b []byte, v uint64) { REP(b).SetTargetACKDelay(uint8(v)) })
@@ -402,7 +404,7 @@ func specs() []fieldSpec {
 	add("RTU.RemoteCommID", d, seg(4, 0, 32), func(b []byte) uint64 { return uint64(RTU(b).RemoteCommID()) }, func(b []byte, v uint64) { RTU(b).SetRemoteCommID(uint32(v)) })
 	add("DREQ.LocalCommID", d, seg(0, 0, 32), func(b []byte) uint64 { return uint64(DREQ(b).LocalCommID()) }, func(b []byte, v uint64) { DREQ(b).SetLocalCommID(uint32(v)) })
 	add("DREQ.RemoteCommID", d, seg(4, 0, 32), func(b []byte) uint64 { return uint64(DREQ(b).RemoteCommID()) }, func(b []byte, v uint64) { DREQ(b).SetRemoteCommID(uint32(v)) })
-	add("DREQ.RemoteQPN", d, seg(8, 0, 24), func(b []byte) uint64 { return uint64(DREQ(b).RemoteQPN()) }, func(b []byte, v uint64) { DREQ(b).SetRemoteQPN(uint32(v)) })
+	add("DREQ.RemoteQPN", d, seg(8, 0, 24), func(b []byte) uint64 { return uint64(DREQ(b).RemoteQPN()) }, func(b []byte, v uint64) { DREQ(b).SetRemoteQPN(wire.QPN(v)) })
 	add("DREP.LocalCommID", d, seg(0, 0, 32), func(b []byte) uint64 { return uint64(DREP(b).LocalCommID()) }, func(b []byte, v uint64) { DREP(b).SetLocalCommID(uint32(v)) })
 	add("DREP.RemoteCommID", d, seg(4, 0, 32), func(b []byte) uint64 { return uint64(DREP(b).RemoteCommID()) }, func(b []byte, v uint64) { DREP(b).SetRemoteCommID(uint32(v)) })
 
@@ -414,9 +416,9 @@ func specs() []fieldSpec {
 	add("SIDRRep.Status", d, seg(4, 0, 8), func(b []byte) uint64 { return uint64(SIDRRep(b).Status()) }, func(b []byte, v uint64) { SIDRRep(b).SetStatus(SIDRStatus(v)) })
 	add("SIDRRep.AdditionalInfoLength", d, seg(5, 0, 8), func(b []byte) uint64 { return uint64(SIDRRep(b).AdditionalInfoLength()) }, func(b []byte, v uint64) { SIDRRep(b).SetAdditionalInfoLength(uint8(v)) })
 	add("SIDRRep.VendorID", d, [][3]int{{6, 0, 16}, {11, 0, 8}}, func(b []byte) uint64 { return uint64(SIDRRep(b).VendorID()) }, func(b []byte, v uint64) { SIDRRep(b).SetVendorID(uint32(v)) })
-	add("SIDRRep.QPN", d, seg(8, 0, 24), func(b []byte) uint64 { return uint64(SIDRRep(b).QPN()) }, func(b []byte, v uint64) { SIDRRep(b).SetQPN(uint32(v)) })
+	add("SIDRRep.QPN", d, seg(8, 0, 24), func(b []byte) uint64 { return uint64(SIDRRep(b).QPN()) }, func(b []byte, v uint64) { SIDRRep(b).SetQPN(wire.QPN(v)) })
 	add("SIDRRep.ServiceID", d, seg(12, 0, 64), func(b []byte) uint64 { return SIDRRep(b).ServiceID() }, func(b []byte, v uint64) { SIDRRep(b).SetServiceID(v) })
-	add("SIDRRep.QKey", d, seg(20, 0, 32), func(b []byte) uint64 { return uint64(SIDRRep(b).QKey()) }, func(b []byte, v uint64) { SIDRRep(b).SetQKey(uint32(v)) })
+	add("SIDRRep.QKey", d, seg(20, 0, 32), func(b []byte) uint64 { return uint64(SIDRRep(b).QKey()) }, func(b []byte, v uint64) { SIDRRep(b).SetQKey(wire.QKey(v)) })
 
 	// rdma_cm header.
 	add("CMAHeader.Version", CMAHeaderSize, seg(0, 0, 8), func(b []byte) uint64 { return uint64(CMAHeader(b).Version()) }, func(b []byte, v uint64) { CMAHeader(b).SetVersion(uint8(v)) })

@@ -4,6 +4,8 @@
 
 package mad
 
+import "github.com/softrdma/softrdma/wire"
+
 // Private data sizes of the messages in this file.
 const (
 	MRAPrivateDataSize  = 222
@@ -205,16 +207,16 @@ func (b REP) RemoteCommID() uint32 { return be.Uint32(b[4:]) }
 func (b REP) SetRemoteCommID(v uint32) { be.PutUint32(b[4:], v) }
 
 // LocalQKey returns the sender's Q_Key (used by RD only).
-func (b REP) LocalQKey() uint32 { return be.Uint32(b[8:]) }
+func (b REP) LocalQKey() wire.QKey { return wire.QKey(be.Uint32(b[8:])) }
 
 // SetLocalQKey sets the sender's Q_Key.
-func (b REP) SetLocalQKey(v uint32) { be.PutUint32(b[8:], v) }
+func (b REP) SetLocalQKey(v wire.QKey) { be.PutUint32(b[8:], uint32(v)) }
 
 // LocalQPN returns the sender's 24-bit QP number.
-func (b REP) LocalQPN() uint32 { return get24(b[12:]) }
+func (b REP) LocalQPN() wire.QPN { return wire.QPN(get24(b[12:])) }
 
 // SetLocalQPN sets the sender's 24-bit QP number.
-func (b REP) SetLocalQPN(v uint32) { put24(b[12:], v) }
+func (b REP) SetLocalQPN(v wire.QPN) { put24(b[12:], uint32(v)) }
 
 // LocalEECN returns the sender's 24-bit EE context number (RD only; XRC
 // puts the SRQ number here).
@@ -224,10 +226,10 @@ func (b REP) LocalEECN() uint32 { return get24(b[16:]) }
 func (b REP) SetLocalEECN(v uint32) { put24(b[16:], v) }
 
 // StartingPSN returns the 24-bit PSN the sender's first request will carry.
-func (b REP) StartingPSN() uint32 { return get24(b[20:]) }
+func (b REP) StartingPSN() wire.PSN { return wire.PSN(get24(b[20:])) }
 
 // SetStartingPSN sets the 24-bit starting PSN.
-func (b REP) SetStartingPSN(v uint32) { put24(b[20:], v) }
+func (b REP) SetStartingPSN(v wire.PSN) { put24(b[20:], uint32(v)) }
 
 // VendorID returns the 24-bit vendor ID (IBTA 1.4), which the REP spreads
 // over the bytes after LocalQPN, LocalEECN and StartingPSN.
@@ -324,11 +326,11 @@ func (b REP) Fields() REPFields {
 type REPFields struct {
 	LocalCommID         uint32
 	RemoteCommID        uint32
-	LocalQKey           uint32
-	LocalQPN            uint32 // 24 bits
-	LocalEECN           uint32 // 24 bits
-	StartingPSN         uint32 // 24 bits
-	VendorID            uint32 // 24 bits
+	LocalQKey           wire.QKey
+	LocalQPN            wire.QPN // 24 bits
+	LocalEECN           uint32   // 24 bits
+	StartingPSN         wire.PSN // 24 bits
+	VendorID            uint32   // 24 bits
 	ResponderResources  uint8
 	InitiatorDepth      uint8
 	TargetACKDelay      uint8 // 5 bits
@@ -437,10 +439,10 @@ func (b DREQ) SetRemoteCommID(v uint32) { be.PutUint32(b[4:], v) }
 
 // RemoteQPN returns the receiver's 24-bit QP number (or EE context number
 // for RD), which lets it check that the DREQ is for the right connection.
-func (b DREQ) RemoteQPN() uint32 { return get24(b[8:]) }
+func (b DREQ) RemoteQPN() wire.QPN { return wire.QPN(get24(b[8:])) }
 
 // SetRemoteQPN sets the receiver's 24-bit QP or EE context number.
-func (b DREQ) SetRemoteQPN(v uint32) { put24(b[8:], v) }
+func (b DREQ) SetRemoteQPN(v wire.QPN) { put24(b[8:], uint32(v)) }
 
 // PrivateData returns the DREQPrivateDataSize bytes of private data,
 // aliasing b.
@@ -461,7 +463,7 @@ func (b DREQ) Fields() DREQFields {
 type DREQFields struct {
 	LocalCommID  uint32
 	RemoteCommID uint32
-	RemoteQPN    uint32 // 24 bits, QPN or EECN
+	RemoteQPN    wire.QPN // 24 bits, QPN or EECN
 	PrivateData  [DREQPrivateDataSize]byte
 }
 

@@ -62,16 +62,16 @@ func (b REQ) LocalCAGUID() uint64 { return be.Uint64(b[16:]) }
 func (b REQ) SetLocalCAGUID(v uint64) { be.PutUint64(b[16:], v) }
 
 // LocalQKey returns the sender's Q_Key (used by RD only).
-func (b REQ) LocalQKey() uint32 { return be.Uint32(b[28:]) }
+func (b REQ) LocalQKey() wire.QKey { return wire.QKey(be.Uint32(b[28:])) }
 
 // SetLocalQKey sets the sender's Q_Key.
-func (b REQ) SetLocalQKey(v uint32) { be.PutUint32(b[28:], v) }
+func (b REQ) SetLocalQKey(v wire.QKey) { be.PutUint32(b[28:], uint32(v)) }
 
 // LocalQPN returns the sender's 24-bit QP number.
-func (b REQ) LocalQPN() uint32 { return get24(b[32:]) }
+func (b REQ) LocalQPN() wire.QPN { return wire.QPN(get24(b[32:])) }
 
 // SetLocalQPN sets the sender's 24-bit QP number.
-func (b REQ) SetLocalQPN(v uint32) { put24(b[32:], v) }
+func (b REQ) SetLocalQPN(v wire.QPN) { put24(b[32:], uint32(v)) }
 
 // ResponderResources returns how many RDMA reads and atomics the sender
 // accepts in flight as responder.
@@ -121,10 +121,10 @@ func (b REQ) EndToEndFlowControl() bool { return getBit(b[43], 0) }
 func (b REQ) SetEndToEndFlowControl(v bool) { setBit(&b[43], 0, v) }
 
 // StartingPSN returns the 24-bit PSN the sender's first request will carry.
-func (b REQ) StartingPSN() uint32 { return get24(b[44:]) }
+func (b REQ) StartingPSN() wire.PSN { return wire.PSN(get24(b[44:])) }
 
 // SetStartingPSN sets the 24-bit starting PSN.
-func (b REQ) SetStartingPSN(v uint32) { put24(b[44:], v) }
+func (b REQ) SetStartingPSN(v wire.PSN) { put24(b[44:], uint32(v)) }
 
 // LocalCMResponseTimeout returns the 5-bit time the sender's CM may take to
 // answer: 4.096 us * 2^value.
@@ -247,8 +247,8 @@ type REQFields struct {
 	VendorID                uint32 // 24 bits
 	ServiceID               uint64
 	LocalCAGUID             uint64
-	LocalQKey               uint32
-	LocalQPN                uint32 // 24 bits
+	LocalQKey               wire.QKey
+	LocalQPN                wire.QPN // 24 bits
 	ResponderResources      uint8
 	LocalEECN               uint32 // 24 bits
 	InitiatorDepth          uint8
@@ -256,9 +256,9 @@ type REQFields struct {
 	RemoteCMResponseTimeout uint8  // 5 bits
 	TransportServiceType    uint8  // 2 bits
 	EndToEndFlowControl     bool
-	StartingPSN             uint32 // 24 bits
-	LocalCMResponseTimeout  uint8  // 5 bits
-	RetryCount              uint8  // 3 bits
+	StartingPSN             wire.PSN // 24 bits
+	LocalCMResponseTimeout  uint8    // 5 bits
+	RetryCount              uint8    // 3 bits
 	PKey                    uint16
 	PathMTU                 uint8 // 4 bits
 	RDCExists               bool

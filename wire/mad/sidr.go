@@ -4,6 +4,8 @@
 
 package mad
 
+import "github.com/softrdma/softrdma/wire"
+
 // Sizes of SIDR message parts.
 const (
 	SIDRReqPrivateDataSize = 216
@@ -104,10 +106,10 @@ func (b SIDRRep) VendorID() uint32 { return uint32(be.Uint16(b[6:]))<<8 | uint32
 func (b SIDRRep) SetVendorID(v uint32) { be.PutUint16(b[6:], uint16(v>>8)); b[11] = byte(v) }
 
 // QPN returns the 24-bit number of the UD QP that serves the service.
-func (b SIDRRep) QPN() uint32 { return get24(b[8:]) }
+func (b SIDRRep) QPN() wire.QPN { return wire.QPN(get24(b[8:])) }
 
 // SetQPN sets the 24-bit QP number.
-func (b SIDRRep) SetQPN(v uint32) { put24(b[8:], v) }
+func (b SIDRRep) SetQPN(v wire.QPN) { put24(b[8:], uint32(v)) }
 
 // ServiceID returns the resolved service ID.
 func (b SIDRRep) ServiceID() uint64 { return be.Uint64(b[12:]) }
@@ -116,10 +118,10 @@ func (b SIDRRep) ServiceID() uint64 { return be.Uint64(b[12:]) }
 func (b SIDRRep) SetServiceID(v uint64) { be.PutUint64(b[12:], v) }
 
 // QKey returns the Q_Key of the serving QP (RDMAUDPQKey for rdma_cm).
-func (b SIDRRep) QKey() uint32 { return be.Uint32(b[20:]) }
+func (b SIDRRep) QKey() wire.QKey { return wire.QKey(be.Uint32(b[20:])) }
 
 // SetQKey sets the Q_Key.
-func (b SIDRRep) SetQKey(v uint32) { be.PutUint32(b[20:], v) }
+func (b SIDRRep) SetQKey(v wire.QKey) { be.PutUint32(b[20:], uint32(v)) }
 
 // AdditionalInfo returns the SIDRRepAddInfoSize bytes of additional
 // information (a redirect's class port info, say), aliasing b.
@@ -160,10 +162,10 @@ type SIDRRepFields struct {
 	RequestID            uint32
 	Status               SIDRStatus
 	AdditionalInfoLength uint8
-	VendorID             uint32 // 24 bits
-	QPN                  uint32 // 24 bits
+	VendorID             uint32   // 24 bits
+	QPN                  wire.QPN // 24 bits
 	ServiceID            uint64
-	QKey                 uint32
+	QKey                 wire.QKey
 	AdditionalInfo       [SIDRRepAddInfoSize]byte
 	PrivateData          [SIDRRepPrivateDataSize]byte
 }
