@@ -65,9 +65,8 @@ func setBuffer(fd, force, plain, size int, log *slog.Logger) {
 }
 
 // listenSourceUDP binds a send-only socket at ap for a source port: the
-// options of listenUDP, a send buffer of buf bytes, a small receive buffer
-// (nothing reads it) and SO_REUSEPORT, so links on one address can share
-// the port.
+// options of listenUDP, a send buffer of buf bytes and a small receive
+// buffer (nothing reads it).
 func listenSourceUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
@@ -79,7 +78,6 @@ func listenSourceUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *
 				setBuffer(int(fd), unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, buf, log)
 			}
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, sourceRcvBuf)
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
 		})
 		if err != nil {
 			return err

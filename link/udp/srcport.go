@@ -5,11 +5,13 @@
 // opens one more socket per (local address, source port) a packet asks for,
 // on first use: send-only (nothing reads it; RoCEv2 packets are addressed to
 // the receiver's port 4791 whatever their source), with the same options as
-// the main sockets and SO_REUSEPORT where the system has it, so two devices
-// on one address can share a port. At most Config.MaxSourcePorts such
-// sockets are opened; a packet whose port cannot have one (the limit is
-// reached, or the port is bound by another program) leaves from the link's
-// port and is counted in Stats.TxSourcePortFallback. The sockets are opened
+// the main sockets. Not SO_REUSEPORT: a program that had set it on the same
+// port would have the kernel hand some of its datagrams to a socket nothing
+// reads. At most Config.MaxSourcePorts such sockets are opened; a packet
+// whose port cannot have one (the limit is reached, or the port is bound by
+// another program or another device on the same address, which can happen
+// since both ends of a QP pair use its port) leaves from the link's port
+// and is counted in Stats.TxSourcePortFallback. The sockets are opened
 // in the network namespace the link was opened in, whichever thread asks
 // (netns_linux.go).
 

@@ -110,8 +110,9 @@ func TestSourcePorts(t *testing.T) {
 	}
 }
 
-// TestSourcePortTaken: a port bound by another program (without
-// SO_REUSEPORT) cannot be used; the packet leaves from the link's port.
+// TestSourcePortTaken: a port bound by another program, or by another link
+// on the same address, cannot be used (the link does not set SO_REUSEPORT);
+// the packet leaves from the link's port.
 func TestSourcePortTaken(t *testing.T) {
 	r := rawConn(t, lo1)
 	l := open(t, Config{Addrs: []netip.Addr{lo1}})
@@ -141,5 +142,24 @@ func TestFixedSourcePort(t *testing.T) {
 	}
 	if n := l.Stats().TxSourcePortFallback; n != 0 {
 		t.Errorf("TxSourcePortFallback %d: a fixed port is not a fallback", n)
+	}
+}
+
+// TestSourcePortSharedAddress: two links on one address asking for the same
+// source port (the two ends of a QP pair on one host): the first gets it,
+// the second sends from its own port and counts the fallback.
+func TestSourcePortSharedAddress(t *testing.T) {
+	r := rawConn(t, lo1)
+	a := open(t, Config{Addrs: []netip.Addr{lo1}})
+	b := open(t, Config{Addrs: []netip.Addr{lo1}})
+	p := freeSourcePort(t, lo1)
+	if got := sendFrom(t, a, lo1, p, r); got != p {
+		t.Fatalf("first link sent from %d, want %d", got, p)
+	}
+	if got := sendFrom(t, b, lo1, p, r); got != b.Port() {
+		t.Fatalf("second link sent from %d, want its own port %d", got, b.Port())
+	}
+	if n := b.Stats().TxSourcePortFallback; n != 1 {
+		t.Errorf("second link's TxSourcePortFallback %d, want 1", n)
 	}
 }
