@@ -34,8 +34,10 @@ type Framing struct {
 	IPv4ID, IPv4Frag uint16
 }
 
-// IsIPv4 reports whether the framing is IPv4.
-func (f *Framing) IsIPv4() bool { return f.Src.Unmap().Is4() }
+// IsIPv4 reports whether the framing is IPv4: both addresses are IPv4
+// (plain or IPv4-mapped). Any other pair, a mixed one included (which only
+// a forged or corrupt IPv6 header carries), is framed as IPv6.
+func (f *Framing) IsIPv4() bool { return f.Src.Unmap().Is4() && f.Dst.Unmap().Is4() }
 
 // ErrFraming is wrapped by errors about IP/UDP framing.
 var ErrFraming = errors.New("wire: bad IP/UDP framing")
@@ -54,7 +56,7 @@ func ICRC(f *Framing, pkt []byte) uint32 {
 	n := 8
 	udpLen := 8 + len(pkt)
 	src, dst := f.Src.Unmap(), f.Dst.Unmap()
-	if src.Is4() {
+	if f.IsIPv4() {
 		h := hdr[n : n+20]
 		h[0] = 0x45
 		h[1] = 0xff // TOS

@@ -225,3 +225,29 @@ func splitNoPanic(t *testing.T, b []byte) (f wire.Framing, l4 []byte, err error)
 	}()
 	return wire.SplitIP(b)
 }
+
+// TestICRCMixedFraming: a framing with one IPv4 and one IPv6 address (only
+// a forged or corrupt IPv6 header carries an IPv4-mapped address beside a
+// native one) is framed as IPv6 with both addresses as sent; it must not
+// panic, and the seal verifies.
+func TestICRCMixedFraming(t *testing.T) {
+	pkt := make([]byte, wire.BTHLen+8+wire.ICRCLen)
+	pkt[0] = 0x04
+	for _, f := range []wire.Framing{
+		{Src: netip.MustParseAddr("::ffff:198.18.0.1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 0xC001, DstPort: 4791},
+		{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("198.18.0.2"), SrcPort: 0xC001, DstPort: 4791},
+	} {
+		if f.IsIPv4() {
+			t.Errorf("%v -> %v: framed as IPv4", f.Src, f.Dst)
+		}
+		wire.Seal(&f, pkt)
+		if !wire.VerifyICRC(&f, pkt) {
+			t.Errorf("%v -> %v: the seal does not verify", f.Src, f.Dst)
+		}
+		six := f
+		six.Src, six.Dst = netip.AddrFrom16(f.Src.As16()), netip.AddrFrom16(f.Dst.As16())
+		if wire.ICRC(&f, pkt) != wire.ICRC(&six, pkt) {
+			t.Errorf("%v -> %v: not the IPv6 framing of the same addresses", f.Src, f.Dst)
+		}
+	}
+}
