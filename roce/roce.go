@@ -24,7 +24,9 @@ const rxeHeaderRoom = 80
 // Options configure a device on UDP sockets.
 type Options struct {
 	verbs.Options
-	// Port is the local UDP port; 0 means 4791, the RoCEv2 port.
+	// Port is the local UDP port; 0 means 4791, the RoCEv2 port. Unless
+	// Options.RemotePort says otherwise, the device also sends to peers on
+	// this port: a device moved off 4791 talks to peers moved the same way.
 	Port uint16
 	// ICRCPolicy decides what to do with IPv4 packets whose ICRC cannot be
 	// verified (see link/udp).
@@ -56,6 +58,9 @@ func openUDP(addrs []netip.Addr, o Options, ifname string) (*verbs.Device, error
 	}
 	if o.Port == 0 {
 		o.Port = link.DefaultPort
+	}
+	if o.RemotePort == 0 {
+		o.RemotePort = o.Port
 	}
 	if o.MTU == 0 {
 		if ifc, err := netif.InterfaceOf(addrs[0]); err == nil {

@@ -6,6 +6,7 @@ package verbs
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 )
@@ -341,4 +342,30 @@ func TestAPIBadWRContract(t *testing.T) {
 	mustModify(t, p.qb, QPAttr{State: StateErr}, AttrState)
 	checkWC(t, waitWC(t, p.cb, 1, waitFor)[0], 1, WRFlushErr, WCRecv)
 	expectNoWC(t, p.cb)
+}
+
+// TestWCErr: a failed completion as an error matches ErrCompletion and its
+// status with errors.Is; a successful one has none.
+func TestWCErr(t *testing.T) {
+	ok := WC{WRID: 1, Status: Success}
+	if err := ok.Err(); err != nil {
+		t.Fatalf("successful completion: %v", err)
+	}
+	bad := WC{WRID: 7, Status: RetryExcErr, Opcode: WCSend, QPNum: 0x12}
+	err := bad.Err()
+	var ce *CompletionError
+	if !errors.Is(err, ErrCompletion) || !errors.Is(err, RetryExcErr) || errors.Is(err, RemAccessErr) || !errors.As(err, &ce) || ce.WRID != 7 {
+		t.Fatalf("failed completion: %v", err)
+	}
+	if want := "verbs: work request 7 (SEND) on QP 0x12 failed: transport retry counter exceeded (12)"; err.Error() != want {
+		t.Errorf("message %q, want %q", err.Error(), want)
+	}
+}
+
+// TestDefaultNames: devices opened without a name get distinct ones.
+func TestDefaultNames(t *testing.T) {
+	_, da, db := newDevicesLoop(t, &pairOpts{})
+	if da.Name() == db.Name() || !strings.HasPrefix(da.Name(), "softrdma") || !strings.HasPrefix(db.Name(), "softrdma") {
+		t.Fatalf("names %q and %q", da.Name(), db.Name())
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -115,9 +116,14 @@ type PortAttr struct {
 	PKeys        []wire.PKey
 }
 
+// unnamed counts the devices opened without a name, for their default
+// names.
+var unnamed atomic.Int64
+
 // Options configure a device.
 type Options struct {
-	// Name is the device name (default "softrdma0").
+	// Name is the device name (default "softrdmaN", N counting the devices
+	// this process opened without a name, from 0).
 	Name string
 	// MTU is the port's maximum and active path MTU; 0 means MTU4096.
 	MTU MTU
@@ -200,7 +206,7 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 		o = *opts
 	}
 	if o.Name == "" {
-		o.Name = "softrdma0"
+		o.Name = fmt.Sprintf("softrdma%d", unnamed.Add(1)-1)
 	}
 	if o.MTU == 0 {
 		o.MTU = MTU4096

@@ -6,6 +6,8 @@ package verbs
 import (
 	"errors"
 	"fmt"
+
+	"github.com/softrdma/softrdma/wire"
 )
 
 // Sentinel errors.
@@ -24,7 +26,41 @@ var (
 	ErrLimit = errors.New("verbs: device limit exceeded")
 	// ErrNotSupported: the operation is not supported (EOPNOTSUPP).
 	ErrNotSupported = errors.New("verbs: not supported")
+	// ErrCompletion: a work request completed with an error status
+	// (WC.Err).
+	ErrCompletion = errors.New("verbs: work request failed")
 )
+
+// Error makes a Status an error, so errors.Is can match the status of a
+// failed completion (WC.Err): errors.Is(err, verbs.RetryExcErr).
+func (s Status) Error() string { return s.String() }
+
+// CompletionError is a failed work completion as an error: it matches
+// ErrCompletion and its Status with errors.Is.
+type CompletionError struct {
+	WRID   uint64
+	Status Status
+	Opcode WCOpcode
+	QPNum  wire.QPN
+}
+
+// Error describes the failure as ibv_wc_status_str does, with the work
+// request and its QP.
+func (e *CompletionError) Error() string {
+	return fmt.Sprintf("verbs: work request %d (%v) on QP %#x failed: %v (%d)", e.WRID, e.Opcode, uint32(e.QPNum), e.Status, int(e.Status))
+}
+
+// Unwrap returns ErrCompletion and the status.
+func (e *CompletionError) Unwrap() []error { return []error{ErrCompletion, e.Status} }
+
+// Err returns nil for a successful completion, and otherwise a
+// *CompletionError that matches ErrCompletion and wc.Status with errors.Is.
+func (wc *WC) Err() error {
+	if wc.Status == Success {
+		return nil
+	}
+	return &CompletionError{WRID: wc.WRID, Status: wc.Status, Opcode: wc.Opcode, QPNum: wc.QPNum}
+}
 
 func errf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))

@@ -119,3 +119,29 @@ func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
 
 // String returns the GID as an IPv6 address (IPv4-mapped for IPv4).
 func (g GID) String() string { return netip.AddrFrom16(g).String() }
+
+// ParseGID parses a GID written as an IPv6 address, or as an IPv4 address
+// (which becomes its IPv4-mapped GID).
+func ParseGID(s string) (GID, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return GID{}, fmt.Errorf("wire: GID %q: %w", s, err)
+	}
+	if a.Zone() != "" {
+		return GID{}, fmt.Errorf("wire: GID %q: a GID has no zone", s)
+	}
+	return GIDFromAddr(a), nil
+}
+
+// MarshalText writes the GID as String does (encoding.TextMarshaler).
+func (g GID) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
+
+// UnmarshalText parses a GID as ParseGID does (encoding.TextUnmarshaler).
+func (g *GID) UnmarshalText(b []byte) error {
+	v, err := ParseGID(string(b))
+	if err != nil {
+		return err
+	}
+	*g = v
+	return nil
+}

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -243,6 +244,31 @@ func TestQPNFormat(t *testing.T) {
 	} {
 		if got := fmt.Sprintf(c.format, n); got != c.want {
 			t.Errorf("Sprintf(%q, QPN 0x2a) = %q, want %q", c.format, got, c.want)
+		}
+	}
+}
+
+// TestGIDText: a GID round-trips through its text form; an IPv4 address
+// parses to its IPv4-mapped GID; bad text and zones are errors.
+func TestGIDText(t *testing.T) {
+	for _, s := range []string{"fd00:198:18::2", "::ffff:198.18.0.2", "fe80::1"} {
+		g, err := wire.ParseGID(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := g.MarshalText()
+		var h wire.GID
+		if err := h.UnmarshalText(b); err != nil || h != g || string(b) != s {
+			t.Errorf("%s: text %q, back %v, %v", s, b, h, err)
+		}
+	}
+	g, err := wire.ParseGID("198.18.0.2")
+	if err != nil || g.String() != "::ffff:198.18.0.2" || g.Addr() != netip.MustParseAddr("198.18.0.2") {
+		t.Errorf("IPv4: %v, %v", g, err)
+	}
+	for _, s := range []string{"", "nope", "fe80::1%eth0"} {
+		if _, err := wire.ParseGID(s); err == nil {
+			t.Errorf("ParseGID(%q): no error", s)
 		}
 	}
 }
