@@ -71,7 +71,10 @@ type CQ struct {
 	armed    int
 	overflow bool
 	dead     bool
-	refs     int // QPs and SRQs using it
+	waiters  int           // goroutines blocked in Wait
+	wake     chan struct{} // one token: a completion arrived for a waiter
+	gone     chan struct{} // closed by Destroy
+	refs     int           // QPs and SRQs using it
 	// Context is free for the application's use (cq_context).
 	Context any
 }
@@ -94,7 +97,7 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 		return nil, errf(ErrLimit, "%d CQs", MaxCQ)
 	}
 	d.nCQ++
-	return &CQ{dev: d, ch: ch, ring: make([]WC, cqe)}, nil
+	return &CQ{dev: d, ch: ch, ring: make([]WC, cqe), wake: make(chan struct{}, 1), gone: make(chan struct{})}, nil
 }
 
 // Cap returns the number of completions the CQ holds.
@@ -116,6 +119,66 @@ func (cq *CQ) Poll(wc []WC) int {
 	}
 	cq.mu.Unlock()
 	return n
+}
+
+// Wait blocks until the CQ holds a completion, then polls as Poll does
+// and returns how many it moved into wc (at least one). It returns early
+// with ctx's error when ctx ends and with an error wrapping ErrClosed
+// when the CQ is destroyed, and ErrInvalid for an empty wc.
+//
+// Wait needs no completion channel and does not arm the CQ, so it serves
+// queue pairs whose CQ was created without one (rdmacm's Dial and Listen
+// create theirs so) and mixes freely with Poll. Several goroutines may
+// wait on one CQ; each completion goes to one of them.
+func (cq *CQ) Wait(ctx context.Context, wc []WC) (int, error) {
+	if len(wc) == 0 {
+		return 0, errf(ErrInvalid, "Wait with an empty slice")
+	}
+	for {
+		if n := cq.Poll(wc); n > 0 {
+			cq.passWake()
+			return n, nil
+		}
+		cq.mu.Lock()
+		if cq.dead {
+			cq.mu.Unlock()
+			return 0, errf(ErrClosed, "CQ destroyed")
+		}
+		if cq.n > 0 {
+			cq.mu.Unlock()
+			continue
+		}
+		cq.waiters++
+		cq.mu.Unlock()
+		var err error
+		select {
+		case <-cq.wake:
+		case <-cq.gone:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		cq.mu.Lock()
+		cq.waiters--
+		cq.mu.Unlock()
+		if err != nil {
+			cq.passWake() // a token taken by nobody would be lost
+			return 0, err
+		}
+	}
+}
+
+// passWake hands the wake-up on when completions are left over for
+// another waiter.
+func (cq *CQ) passWake() {
+	cq.mu.Lock()
+	more := cq.n > 0 && cq.waiters > 0
+	cq.mu.Unlock()
+	if more {
+		select {
+		case cq.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // ReqNotify arms the CQ: the next completion (or, with solicitedOnly, the
@@ -150,6 +213,7 @@ func (cq *CQ) Destroy() error {
 		return errf(ErrBusy, "CQ used by %d QPs/SRQs", cq.refs)
 	}
 	cq.dead = true
+	close(cq.gone)
 	cq.dev.mu.Lock()
 	cq.dev.nCQ--
 	cq.dev.mu.Unlock()
@@ -195,7 +259,14 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 	if fire {
 		cq.armed = notifyNone
 	}
+	waiter := cq.waiters > 0
 	cq.mu.Unlock()
+	if waiter {
+		select {
+		case cq.wake <- struct{}{}:
+		default:
+		}
+	}
 	if fire {
 		select {
 		case cq.ch.c <- cq:

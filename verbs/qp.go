@@ -5,6 +5,7 @@
 package verbs
 
 import (
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -61,6 +62,36 @@ const (
 	AttrCap              AttrMask = 1 << 19
 	AttrDestQPN          AttrMask = 1 << 20
 )
+
+var attrNames = [...]string{"AttrState", "AttrCurState", "AttrEnSQDAsyncNotify", "AttrAccessFlags",
+	"AttrPKeyIndex", "AttrPort", "AttrQKey", "AttrAV", "AttrPathMTU", "AttrTimeout", "AttrRetryCnt",
+	"AttrRNRRetry", "AttrRQPSN", "AttrMaxQPRdAtomic", "AttrAltPath", "AttrMinRNRTimer", "AttrSQPSN",
+	"AttrMaxDestRdAtomic", "AttrPathMigState", "AttrCap", "AttrDestQPN"}
+
+// String names the mask's bits as the constants do, joined by "|", for
+// example "AttrState|AttrPathMTU"; unknown bits print in hex and an empty
+// mask prints as "0".
+func (m AttrMask) String() string {
+	if m == 0 {
+		return "0"
+	}
+	var b []byte
+	for i, name := range attrNames {
+		if m&(1<<i) != 0 {
+			if len(b) > 0 {
+				b = append(b, '|')
+			}
+			b = append(b, name...)
+		}
+	}
+	if rest := m &^ (1<<len(attrNames) - 1); rest != 0 {
+		if len(b) > 0 {
+			b = append(b, '|')
+		}
+		b = fmt.Appendf(b, "%#x", int(rest))
+	}
+	return string(b)
+}
 
 // QPAttr are a QP's attributes (ibv_qp_attr). Modify reads the fields its
 // mask selects; Query fills them all.
@@ -372,10 +403,10 @@ func modifyAllowed(t QPType, cur QPState, attr *QPAttr, mask AttrMask) error {
 	}
 	req, opt := tr.req[t], tr.opt[t]
 	if mask&req != req {
-		return errf(ErrInvalid, "%v -> %v on %v needs attributes %#x, mask has %#x", cur, next, t, int(req), int(mask&req))
+		return errf(ErrInvalid, "%v -> %v on %v needs %v; missing %v", cur, next, t, req, req&^mask)
 	}
 	if extra := mask &^ (req | opt | AttrState); extra != 0 {
-		return errf(ErrInvalid, "%v -> %v on %v does not take attributes %#x", cur, next, t, int(extra))
+		return errf(ErrInvalid, "%v -> %v on %v does not take %v", cur, next, t, extra)
 	}
 	return nil
 }

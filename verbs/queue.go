@@ -19,6 +19,12 @@ type SendWR struct {
 	Opcode WROpcode
 	Flags  SendFlags
 	SGL    []SGE
+	// Inline, when not nil, is the message itself: it is copied into the
+	// work request at post time, as libibverbs copies inline data from
+	// plain pointers, so it needs no registered memory and no lkey. SGL
+	// must then be empty; SendInline is implied, and the QP's
+	// MaxInlineData bounds its length.
+	Inline []byte
 	// Imm is the immediate data of *_WITH_IMM, in host order.
 	Imm uint32
 	// RDMA and atomic operations: the remote address and key.

@@ -56,6 +56,13 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 		return errf(ErrInvalid, "%d SGEs, QP allows %d", len(wr.SGL), qp.attr.Cap.MaxSendSGE)
 	}
 	n := sglLen(wr.SGL)
+	inline := wr.Flags&SendInline != 0
+	if wr.Inline != nil {
+		if len(wr.SGL) > 0 {
+			return errf(ErrInvalid, "both Inline data and an SGL")
+		}
+		n, inline = uint64(len(wr.Inline)), true
+	}
 	info := wrInfoOf(wr.Opcode)
 	if info == nil {
 		return errf(ErrInvalid, "opcode %v", wr.Opcode)
@@ -74,7 +81,7 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 			return errf(ErrInvalid, "remote QPN %#x", wr.RemoteQPN)
 		}
 	}
-	if wr.Flags&SendInline != 0 {
+	if inline {
 		if int(n) > qp.attr.Cap.MaxInlineData {
 			return errf(ErrInvalid, "%d inline bytes, QP allows %d", n, qp.attr.Cap.MaxInlineData)
 		}
@@ -100,7 +107,12 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
 	w.signaled = qp.sqSigAll || wr.Flags&SendSignaled != 0
 	w.length = int(sglLen(wr.SGL))
-	if wr.Flags&SendInline != 0 {
+	if wr.Inline != nil {
+		w.isInline = true
+		w.flags |= SendInline
+		w.length = len(wr.Inline)
+		w.inline = append(w.inline[:0], wr.Inline...)
+	} else if wr.Flags&SendInline != 0 {
 		w.isInline = true
 		w.inline = w.inline[:w.length]
 		w.sgl = appendSGL(w.sgl[:0], wr.SGL)
