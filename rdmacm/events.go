@@ -10,6 +10,7 @@ import (
 
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
+	"github.com/softrdma/softrdma/wire/mad"
 )
 
 // EventType is the kind of an rdma_cm event (enum rdma_cm_event_type, same
@@ -123,9 +124,66 @@ type ErrEvent struct {
 	Want  EventType
 }
 
-// Error describes the unexpected event.
+// Error describes the unexpected event; a rejection says why, in the
+// words every softrdma tool uses, for example "rdmacm: connection
+// rejected: no server listens on that port (reason 8)".
 func (e *ErrEvent) Error() string {
+	switch e.Event.Type {
+	case EventRejected:
+		return fmt.Sprintf("rdmacm: connection rejected: %s (reason %d)", RejectText(e.Event.Status), e.Event.Status)
+	case EventUnreachable:
+		if e.Event.Status == StatusTimedOut {
+			return "rdmacm: peer unreachable: no answer from the peer"
+		}
+		return fmt.Sprintf("rdmacm: peer unreachable (status %d)", e.Event.Status)
+	}
 	return fmt.Sprintf("rdmacm: %v (status %d), want %v", e.Event.Type, e.Event.Status, e.Want)
+}
+
+// RejectReason returns the CM reject reason of an EventRejected, and 0
+// for other events.
+func (e *ErrEvent) RejectReason() RejectReason {
+	if e.Event.Type != EventRejected {
+		return 0
+	}
+	return RejectReason(e.Event.Status)
+}
+
+// RejectReason is the reason code of a CM REJ: the Status of an
+// EventRejected.
+type RejectReason = mad.RejectReason
+
+// Reject reasons a connecting program commonly meets.
+const (
+	// RejectNoListener: nothing listens on the port (invalid service ID).
+	RejectNoListener = mad.RejectInvalidServiceID
+	// RejectConsumer: the server's program rejected the request (Reject).
+	RejectConsumer = mad.RejectConsumer
+	// RejectTimeout: the peer timed out waiting for the next message.
+	RejectTimeout = mad.RejectTimeout
+	// RejectNoResources: the peer had no room for the connection (its
+	// backlog was full, or it could not create the QP).
+	RejectNoResources = mad.RejectNoResources
+)
+
+// RejectText describes an EventRejected's status for people: what the
+// reason means to the program that tried to connect.
+func RejectText(status int) string {
+	switch RejectReason(status) {
+	case RejectNoListener:
+		return "no server listens on that port"
+	case RejectConsumer:
+		return "the server refused it"
+	case RejectTimeout:
+		return "the peer timed out waiting for us"
+	case RejectNoResources, mad.RejectNoQP:
+		return "the server has no room for it"
+	case mad.RejectStaleConnection:
+		return "the server still holds a stale connection from this side"
+	case mad.RejectInvalidMTU:
+		return "the path MTU is not acceptable to the server"
+	}
+	return RejectReason(status).String()
 }
 
 // Is makes errors.Is(err, ErrRejected) and friends work.

@@ -110,7 +110,7 @@ func exchange(t testing.TB, a, b *Conn, msg []byte) {
 		t.Fatal(err)
 	}
 	waitWC(t, a.CQ, verbs.WCSend)
-	wc := waitWC(t, b.CQ, verbs.WCRecv)
+	wc := waitWC(t, b.RecvCQ, verbs.WCRecv)
 	if !bytes.Equal(buf[:wc.ByteLen], msg) {
 		t.Fatalf("received %q", buf[:wc.ByteLen])
 	}

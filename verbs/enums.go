@@ -92,16 +92,25 @@ func MTUFromBytes(n int) MTU {
 	return 0
 }
 
-// Access is a set of memory and QP access permissions (ibv_access_flags).
-type Access = mem.Access
+// Access is a set of memory and QP access permissions, with the values of
+// libibverbs' ibv_access_flags.
+type Access uint32
 
 // Access flags.
 const (
-	AccessLocalWrite   = mem.LocalWrite
-	AccessRemoteWrite  = mem.RemoteWrite
-	AccessRemoteRead   = mem.RemoteRead
-	AccessRemoteAtomic = mem.RemoteAtomic
+	AccessLocalWrite   Access = 1 << 0 // IBV_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite  Access = 1 << 1 // IBV_ACCESS_REMOTE_WRITE
+	AccessRemoteRead   Access = 1 << 2 // IBV_ACCESS_REMOTE_READ
+	AccessRemoteAtomic Access = 1 << 3 // IBV_ACCESS_REMOTE_ATOMIC
 )
+
+// The memory table takes the flags as they are: a compile-time check.
+var _ = [1]struct{}{}[AccessLocalWrite^Access(mem.LocalWrite)|AccessRemoteWrite^Access(mem.RemoteWrite)|
+	AccessRemoteRead^Access(mem.RemoteRead)|AccessRemoteAtomic^Access(mem.RemoteAtomic)]
+
+// String lists the flags as libibverbs names them, for example
+// "LOCAL_WRITE|REMOTE_READ".
+func (a Access) String() string { return mem.Access(a).String() }
 
 // WROpcode is the operation of a send work request (ibv_wr_opcode).
 type WROpcode int

@@ -120,7 +120,7 @@ func (pd *PD) regMR(buf []byte, access Access, devMem bool) (*MR, error) {
 	}
 	d.nMR++
 	d.mu.Unlock()
-	m, err := d.mrs.Register(pd.id, buf, 0, true, access)
+	m, err := d.mrs.Register(pd.id, buf, 0, true, mem.Access(access))
 	if err != nil {
 		d.mu.Lock()
 		d.nMR--
@@ -147,7 +147,7 @@ func (mr *MR) LKey() wire.LKey { return mr.m.LKey }
 func (mr *MR) RKey() wire.RKey { return mr.m.RKey }
 
 // Access returns the region's permissions.
-func (mr *MR) Access() Access { return mr.m.Access }
+func (mr *MR) Access() Access { return Access(mr.m.Access) }
 
 // PD returns the region's protection domain.
 func (mr *MR) PD() *PD { return mr.pd }
@@ -159,8 +159,7 @@ func (mr *MR) SGE(off, n int) SGE {
 
 // Dereg deregisters the region. Its keys stop working at once. It fails with
 // ErrClosed if the region is already deregistered, and with ErrBusy while
-// the memory table holds a reference on it (nothing in the stack takes one
-// yet: the mechanism is there for memory windows).
+// the memory table holds a reference on it.
 func (mr *MR) Dereg() error {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()

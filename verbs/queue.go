@@ -185,7 +185,7 @@ type SRQAttr struct {
 	SRQLimit int
 }
 
-// SRQAttrMask selects what ModifySRQ changes.
+// SRQAttrMask selects what SRQ.Modify changes (ibv_srq_attr_mask).
 type SRQAttrMask int
 
 // SRQ attribute mask bits.

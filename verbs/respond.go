@@ -308,7 +308,7 @@ func (qp *QP) remoteLocked(rkey wire.RKey, va uint64, n int, acc Access) ([]byte
 	if qp.attr.AccessFlags&acc == 0 {
 		return nil, false
 	}
-	b, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va, n, acc)
+	b, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va, n, mem.Access(acc))
 	return b, err == nil
 }
 

@@ -296,7 +296,7 @@ func (t *cmaTest) event(ctx context.Context, ev *rdmacm.Event) error {
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		t.printf("%s: event: %v, error: %d\n", t.name, ev.Type, ev.Status)
 		t.connectLeft--
-		return fmt.Errorf("%v", ev.Type)
+		return &rdmacm.ErrEvent{Event: ev, Want: rdmacm.EventEstablished}
 	case rdmacm.EventDisconnected:
 		ev.ID.Disconnect()
 		t.discLeft--

@@ -196,7 +196,8 @@ func expect(ctx context.Context, ch *rdmacm.EventChannel, want rdmacm.EventType)
 		return nil, err
 	}
 	if ev.Type != want {
-		return ev, fmt.Errorf("cma event %v, error %d", ev.Type, ev.Status)
+		// rping's words, then rdmacm's explanation (a rejection's reason).
+		return ev, fmt.Errorf("cma event %v, error %d: %w", ev.Type, ev.Status, &rdmacm.ErrEvent{Event: ev, Want: want})
 	}
 	return ev, nil
 }

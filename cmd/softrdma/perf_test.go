@@ -132,7 +132,7 @@ func TestPerfExitCode(t *testing.T) {
 	}
 	defer rcm.Close()
 	for _, tc := range []struct{ args, want string }{
-		{"perf write_bw -R --bind 127.0.0.2 --roce-port " + cmRoce + " 127.0.0.1", "rejected (reason 8: no server listens on that port)"},
+		{"perf write_bw -R --bind 127.0.0.2 --roce-port " + cmRoce + " 127.0.0.1", "rejected: no server listens on that port (reason 8)"},
 		{"perf write_bw --bind 127.0.0.1 --roce-port " + rocePort + " -p " + taken, "couldn't listen to port " + taken},
 		{"perf read_lat --bind 127.0.0.2 --roce-port " + rocePort + " -p " + closed + " 127.0.0.1", "couldn't connect to 127.0.0.1:" + closed},
 	} {

@@ -382,23 +382,12 @@ func (s *side) cmDial(ctx context.Context) (*Conn, error) {
 	return &Conn{m: m, client: true}, nil
 }
 
-// cmConnectError explains a failed rdma_cm connection.
+// cmConnectError explains a failed rdma_cm connection in rdmacm's words
+// (which the other tools print too), with perftest's own hint.
 func cmConnectError(dst netip.AddrPort, err error) error {
 	var ev *rdmacm.ErrEvent
-	switch {
-	case errors.As(err, &ev) && ev.Event.Type == rdmacm.EventRejected:
-		why := "the server refused it"
-		switch ev.Event.Status {
-		case 8: // invalid service ID
-			why = "no server listens on that port"
-		case 28: // consumer reject
-			if dst.Addr().Is6() {
-				why = "the server refused it; perftest's rdma_cm mode listens on IPv4 only"
-			}
-		}
-		return fmt.Errorf("%w: couldn't connect to %v: rejected (reason %d: %s): %w", ErrCM, dst, ev.Event.Status, why, err)
-	case errors.Is(err, rdmacm.ErrUnreachable):
-		return fmt.Errorf("%w: couldn't connect to %v: no answer from the peer (unreachable): %w", ErrCM, dst, err)
+	if errors.As(err, &ev) && ev.RejectReason() == rdmacm.RejectConsumer && dst.Addr().Is6() {
+		return fmt.Errorf("%w: couldn't connect to %v (perftest's rdma_cm mode listens on IPv4 only): %w", ErrCM, dst, err)
 	}
 	return fmt.Errorf("%w: couldn't connect to %v: %w", ErrCM, dst, err)
 }

@@ -138,7 +138,7 @@ func TestRDMACMNoServer(t *testing.T) {
 	defer cancel()
 	cfg := Config{Test: Tests["write_bw"], Iters: 10, Inline: -1, GIDIndex: -1, RDMACM: true, Server: "127.0.0.1"}
 	err = Run(ctx, cfg, cli, nil)
-	if !errors.Is(err, ErrCM) || !errors.Is(err, rdmacm.ErrRejected) || !strings.Contains(err.Error(), "rejected (reason 8: no server listens on that port)") {
+	if !errors.Is(err, ErrCM) || !errors.Is(err, rdmacm.ErrRejected) || !strings.Contains(err.Error(), "rejected: no server listens on that port (reason 8)") {
 		t.Errorf("no listener: %v, want a rejection (reason 8)", err)
 	}
 	// Nobody at all at 127.0.0.3: the REQ goes unanswered.
