@@ -71,8 +71,17 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 		fs.String("P", "tcp", "port space (tcp)")
 		port = fs.String("p", "7471", "port number")
 	}
-	df := addDevFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	df := addDevFlags(fs, true)
+	what := "ucmatose: RC connections over rdma_cm exchanging SENDs, with ucmatose's flags and output."
+	if name == "udaddy" {
+		what = "udaddy: UD QPs resolved with SIDR exchanging datagrams, with udaddy's flags and output."
+	}
+	fs.Usage = usageFunc(fs, name+" [flags]              (server)\n"+name+" -s SERVER [flags]    (client)", what)
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
+		return err
+	}
+	if err := noOperands(fs, pos); err != nil {
 		return err
 	}
 	var p uint16

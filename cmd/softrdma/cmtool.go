@@ -14,9 +14,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
@@ -50,17 +52,42 @@ func splitShortFlags(args []string, bools string) []string {
 	return out
 }
 
-// devFlags are the flags that say how the tools open their device.
+// devFlags are the flags that say how the tools open their device: the
+// shared ones of package tool (--pcap, --bind, -d/--ib-dev, --roce-port)
+// and the peer's RoCE port.
 type devFlags struct {
-	port     *uint
-	peerPort *uint
+	tool.Flags
+	peerPort uint
 }
 
-func addDevFlags(fs *flag.FlagSet) *devFlags {
-	return &devFlags{
-		port:     fs.Uint("roce-port", 4791, "local UDP port of the RoCEv2 device"),
-		peerPort: fs.Uint("roce-peer-port", 0, "UDP port of the peer's device (default: -roce-port)"),
+// addDevFlags registers the device flags; shortDev says whether -d names
+// the device too (rping uses -d for debug output).
+func addDevFlags(fs *flag.FlagSet, shortDev bool) *devFlags {
+	df := &devFlags{}
+	names := []string{"ib-dev"}
+	if shortDev {
+		names = []string{"d", "ib-dev"}
 	}
+	for _, n := range names {
+		fs.StringVar(&df.Dev, n, "", "device `name`: softrdma_IF or IF, the addresses of that interface (default: the address of -a/-b, or the route's)")
+	}
+	fs.StringVar(&df.Pcap, "pcap", "", "write every RoCEv2 packet sent and received to `file` (pcap, raw IP)")
+	fs.StringVar(&df.Bind, "bind", "", "open the device on these comma-separated `addresses` (softrdma extension)")
+	fs.UintVar(&df.RoCEPort, "roce-port", 4791, "local UDP `port` of the RoCEv2 device (softrdma extension)")
+	fs.UintVar(&df.peerPort, "roce-peer-port", 0, "UDP `port` of the peer's device (default: -roce-port)")
+	return df
+}
+
+// addrs returns the addresses --bind or -d select, or nil.
+func (df *devFlags) addrs() ([]netip.Addr, *net.Interface, error) {
+	switch {
+	case df.Bind != "":
+		as, err := tool.ParseAddrs(df.Bind)
+		return as, nil, err
+	case df.Dev != "":
+		return tool.InterfaceAddrs(df.Dev)
+	}
+	return nil, nil, nil
 }
 
 func resolveHost(s string) (netip.Addr, error) {
@@ -103,8 +130,8 @@ func localAddrs(v6 bool) []netip.Addr {
 	return out
 }
 
-// openCM opens a device on addrs and rdma_cm on it.
-func openCM(addrs []netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmacm.CM, error) {
+// openCM opens a device on addrs (of ifc, if not nil) and rdma_cm on it.
+func openCM(addrs []netip.Addr, ifc *net.Interface, df *devFlags, debug bool) (*verbs.Device, *rdmacm.CM, error) {
 	lvl := slog.LevelWarn
 	if debug {
 		lvl = slog.LevelDebug
@@ -113,46 +140,83 @@ func openCM(addrs []netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmac
 	if !debug {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	pp := *df.peerPort
-	if pp == 0 {
-		pp = *df.port
+	name := "softrdma0"
+	if ifc != nil {
+		name = tool.DevicePrefix + ifc.Name
 	}
-	dev, err := roce.Open(addrs, &roce.Options{Port: uint16(*df.port),
-		Options: verbs.Options{RemotePort: uint16(pp), Logger: logger}})
-	if err != nil {
-		return nil, nil, fmt.Errorf("opening a device on %v port %d: %w", addrs, *df.port, err)
+	if df.peerPort > 65535 {
+		return nil, nil, fmt.Errorf("%w: --roce-peer-port %d", tool.ErrUsage, df.peerPort)
 	}
-	cm, err := rdmacm.New([]*verbs.Device{dev}, &rdmacm.Options{Logger: logger})
+	d, err := df.OpenAddrs(addrs, ifc, name, uint16(df.peerPort), logger)
 	if err != nil {
-		dev.Close()
+		return nil, nil, fmt.Errorf("opening a device on %v port %d: %w", addrs, df.RoCEPort, err)
+	}
+	cm, err := rdmacm.New([]*verbs.Device{d.Device}, &rdmacm.Options{Logger: logger})
+	if err != nil {
+		d.Close()
 		return nil, nil, err
 	}
-	return dev, cm, nil
+	return d.Device, cm, nil
 }
 
 // openForServer opens a device for a server bound to a (unspecified: all
-// local addresses of its family).
+// local addresses of its family), or on the addresses --bind or -d give.
 func openForServer(a netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmacm.CM, error) {
-	addrs := []netip.Addr{a}
-	if a.IsUnspecified() {
+	addrs, ifc, err := df.addrs()
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case addrs != nil:
+		if !a.IsUnspecified() && !slices.Contains(addrs, a) {
+			return nil, nil, fmt.Errorf("%w: address %v is not one of the device's %v", tool.ErrUsage, a, addrs)
+		}
+	case a.IsUnspecified():
 		addrs = localAddrs(a.Is6())
 		if len(addrs) == 0 {
 			return nil, nil, errors.New("no local addresses to listen on")
 		}
+	default:
+		addrs = []netip.Addr{a}
 	}
-	return openCM(addrs, df, debug)
+	return openCM(addrs, ifc, df, debug)
 }
 
-// openForClient opens a device on src, or on the source address of the
-// route to dst.
+// openForClient opens a device on src, on the addresses --bind or -d give,
+// or on the source address of the route to dst. It returns the source
+// address to connect from: src, else the route's if the device has it,
+// else the device's first address of dst's family.
 func openForClient(src, dst netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmacm.CM, netip.Addr, error) {
+	addrs, ifc, err := df.addrs()
+	if err != nil {
+		return nil, nil, src, err
+	}
 	if !src.IsValid() {
-		var err error
-		if src, err = sourceFor(dst); err != nil {
-			return nil, nil, src, err
+		route, rerr := sourceFor(dst)
+		switch {
+		case addrs == nil:
+			if rerr != nil {
+				return nil, nil, src, rerr
+			}
+			src = route
+		case rerr == nil && slices.Contains(addrs, route):
+			src = route
+		default:
+			for _, a := range addrs {
+				if a.Is4() == dst.Is4() {
+					src = a
+					break
+				}
+			}
+			if !src.IsValid() {
+				return nil, nil, src, fmt.Errorf("%w: the device's addresses %v include none of %v's family", tool.ErrUsage, addrs, dst)
+			}
 		}
 	}
-	dev, cm, err := openCM([]netip.Addr{src}, df, debug)
+	if addrs == nil {
+		addrs = []netip.Addr{src}
+	}
+	dev, cm, err := openCM(addrs, ifc, df, debug)
 	return dev, cm, src, err
 }
 

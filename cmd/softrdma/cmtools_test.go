@@ -97,3 +97,38 @@ func TestSplitShortFlags(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestCMToolsSharedFlags runs the rdma_cm tools with the flags every tool
+// shares: --bind places the device (the client's without -I or -b), and
+// --pcap captures the connection, CM MADs included.
+func TestCMToolsSharedFlags(t *testing.T) {
+	port := freeUDPPort(t)
+	dir := t.TempDir()
+	spcap, cpcap := dir+"/server.pcap", dir+"/client.pcap"
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runPing(ctx, args, out) }
+	runPair(t, run,
+		[]string{"-s", "--bind", "127.0.0.2", "-p", "7175", "-roce-port", port, "--pcap", spcap},
+		[]string{"-c", "-a", "127.0.0.2", "-p", "7175", "-C", "2", "--bind", "127.0.0.1", "-roce-port", port, "--pcap", cpcap})
+	for _, f := range []string{spcap, cpcap} {
+		var out bytes.Buffer
+		if err := runDump(context.Background(), []string{"-port", port, f}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "mad[CM Send REQ ") || !strings.Contains(out.String(), "RDMA_READ_REQUEST") {
+			t.Errorf("%s holds no CM request or READ:\n%s", f, out.String())
+		}
+	}
+	// A server address that is not among --bind's is a usage error.
+	err := runPing(context.Background(), []string{"-s", "-a", "127.0.0.1", "--bind", "127.0.0.2", "-roce-port", port}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "is not one of the device's") {
+		t.Errorf("ping -s -a 127.0.0.1 --bind 127.0.0.2: %v", err)
+	}
+	// cmatose and udaddy take -d too (rping's -d is debug output).
+	for _, name := range []string{"cmatose", "udaddy"} {
+		var out bytes.Buffer
+		err := commands[name].run(context.Background(), []string{"-d", "no-such-interface0"}, &out)
+		if err == nil || !strings.Contains(out.String()+err.Error(), `no network interface "no-such-interface0"`) {
+			t.Errorf("%s -d no-such-interface0: %v\n%s", name, err, out.String())
+		}
+	}
+}

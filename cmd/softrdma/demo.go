@@ -18,7 +18,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/link/pcap"
+	"github.com/softrdma/softrdma/link/udp"
 	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
@@ -41,8 +44,26 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 	mtu := fs.Int("mtu", 4096, "path MTU: 256, 512, 1024, 2048 or 4096")
 	bwTime := fs.Duration("bw-time", time.Second, "how long the bandwidth test runs")
 	latIters := fs.Int("lat-iters", 2000, "round trips in the latency test")
-	if err := fs.Parse(args); err != nil {
+	pcapFile := fs.String("pcap", "", "write every RoCEv2 packet of the demo to `file` (pcap, raw IP; device A's view, which is all of them)")
+	bind := fs.String("bind", "", "the two devices' `addresses`, A,B (the same as -a A -b B)")
+	fs.Usage = usageFunc(fs, "demo [flags]", "Runs two devices on loopback over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency.\n"+
+		"There are two devices, so the other tools' -d does not apply; -a/-b or --bind place them.")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
+	}
+	if err := noOperands(fs, pos); err != nil {
+		return err
+	}
+	if *bind != "" {
+		as, err := tool.ParseAddrs(*bind)
+		if err != nil {
+			return err
+		}
+		if len(as) != 2 {
+			return fmt.Errorf("%w: --bind needs two addresses, A,B", tool.ErrUsage)
+		}
+		*addrA, *addrB = as[0].String(), as[1].String()
 	}
 	pmtu := verbs.MTUFromBytes(*mtu)
 	if pmtu.Bytes() != *mtu {
@@ -58,10 +79,16 @@ func runDemo(ctx context.Context, args []string, out io.Writer) error {
 		ips[i] = ip
 	}
 	bSet := false
-	fs.Visit(func(f *flag.Flag) { bSet = bSet || f.Name == "b" })
+	fs.Visit(func(f *flag.Flag) { bSet = bSet || f.Name == "b" || f.Name == "bind" })
 	open := func(ip netip.Addr, port, remote uint16, i int) (*verbs.Device, error) {
-		dev, err := roce.Open([]netip.Addr{ip}, &roce.Options{Port: port,
-			Options: verbs.Options{Name: fmt.Sprintf("softrdma%d", i), MTU: verbs.MTU4096, RemotePort: remote, Logger: logger}})
+		vo := verbs.Options{Name: fmt.Sprintf("softrdma%d", i), MTU: verbs.MTU4096, RemotePort: remote, Logger: logger}
+		var dev *verbs.Device
+		var err error
+		if i == 0 && *pcapFile != "" {
+			dev, err = openTapped(ip, port, *pcapFile, vo)
+		} else {
+			dev, err = roce.Open([]netip.Addr{ip}, &roce.Options{Port: port, Options: vo})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("opening a device on %s: %w", netip.AddrPortFrom(ip, port), err)
 		}
@@ -387,4 +414,24 @@ func demoLatency(ctx context.Context, a, b *demoSide, iters int, out io.Writer) 
 	fmt.Fprintf(out, "   one-way latency: median %.1f us, p99 %.1f us (half the round trip)\n",
 		float64(lat[len(lat)/2].Nanoseconds())/2000, float64(lat[len(lat)*99/100].Nanoseconds())/2000)
 	return nil
+}
+
+// openTapped opens the demo's device A with a pcap tap.
+func openTapped(ip netip.Addr, port uint16, file string, vo verbs.Options) (*verbs.Device, error) {
+	ul, err := udp.Open(udp.Config{Addrs: []netip.Addr{ip}, Port: port, Logger: vo.Logger})
+	if err != nil {
+		return nil, err
+	}
+	pw, err := pcap.Create(file)
+	if err != nil {
+		ul.Close()
+		return nil, err
+	}
+	l := pcap.Tap(ul, pw, func(err error) { vo.Logger.Error("pcap tap stopped", "err", err) })
+	dev, err := verbs.Open(l, &vo)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return dev, nil
 }

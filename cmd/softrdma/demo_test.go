@@ -34,3 +34,23 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoSharedFlags runs the demo with --bind and --pcap: the capture
+// holds the demo's traffic, and decodes.
+func TestDemoSharedFlags(t *testing.T) {
+	port := freeUDPPort(t)
+	capture := t.TempDir() + "/demo.pcap"
+	out := runDemoArgs(t, "-port", port, "--bind", "127.0.0.1,127.0.0.2", "--pcap", capture)
+	if !strings.Contains(out, "device B: softrdma1, GID[0] ::ffff:127.0.0.2") {
+		t.Errorf("output:\n%s", out)
+	}
+	var dump bytes.Buffer
+	if err := runDump(context.Background(), []string{"-port", port, capture}, &dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"RDMA_READ_REQUEST", "COMPARE_SWAP", "FETCH_ADD", "(0 with a bad ICRC)"} {
+		if !strings.Contains(dump.String(), want) {
+			t.Errorf("the capture lacks %q", want)
+		}
+	}
+}

@@ -90,17 +90,14 @@ func runDevinfo(ctx context.Context, args []string, out io.Writer) error {
 		fs.BoolVar(&verbose, n, false, "print all the attributes of the device(s), with the GID table")
 	}
 	fs.StringVar(&bind, "bind", "", "describe a device on these comma-separated `addresses` (softrdma extension)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: softrdma devinfo [flags]   print the attributes of softrdma devices, as ibv_devinfo does")
-		fmt.Fprintln(fs.Output(), "A device is the IP addresses of one interface; nothing is bound to describe it.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = usageFunc(fs, "devinfo [flags]", "Prints the attributes of softrdma devices, as ibv_devinfo does. A device is the IP addresses\n"+
+		"of one interface; nothing is bound to describe it.")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: unexpected argument %q", tool.ErrUsage, fs.Arg(0))
+	if err := noOperands(fs, pos); err != nil {
+		return err
 	}
 	if port != 0 && port != 1 {
 		return fmt.Errorf("invalid port %d requested for device: softrdma devices have port 1", port)

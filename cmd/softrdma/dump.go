@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -15,6 +17,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/dump"
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -49,20 +52,20 @@ func runDump(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	port := fs.Uint("port", wire.UDPPort, "RoCEv2 UDP destination `port`")
 	all := fs.Bool("a", false, "also list frames that are not RoCEv2")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: softrdma dump [-port N] [-a] FILE.pcap")
-		fmt.Fprintln(fs.Output(), "Prints each RoCEv2 packet of a pcap or pcapng capture: time, endpoints, opcode, QPN, PSN,")
-		fmt.Fprintln(fs.Output(), "extension headers, payload length, ICRC check, and MADs on QP1.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = usageFunc(fs, "dump [-port N] [-a] FILE.pcap", "Prints each RoCEv2 packet of a pcap or pcapng capture: time, endpoints, opcode, QPN, PSN (hex),\n"+
+		"extension headers, payload length, ICRC check, and MADs on QP1.")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || *port == 0 || *port > 65535 {
-		fs.Usage()
-		return errors.New("need one capture file")
+	if *port == 0 || *port > 65535 {
+		return fmt.Errorf("%w: -port %d", tool.ErrUsage, *port)
 	}
-	src, c, err := openCapture(fs.Arg(0))
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: need one capture file", tool.ErrUsage)
+	}
+	src, c, err := openCapture(pos[0])
 	if err != nil {
 		return err
 	}
@@ -71,6 +74,7 @@ func runDump(ctx context.Context, args []string, out io.Writer) error {
 	defer w.Flush()
 	var first time.Time
 	var n, roce, other, bad, badICRC int
+	elsewhere := map[uint16]int{} // RoCEv2 frames with a good ICRC on other ports
 	for ctx.Err() == nil {
 		data, ci, err := src.ReadPacketData()
 		if err == io.EOF {
@@ -88,6 +92,12 @@ func runDump(ctx context.Context, args []string, out io.Writer) error {
 		switch {
 		case errors.Is(err, dump.ErrNotRoCE):
 			other++
+			// RoCEv2 on another port? Its ICRC says so.
+			if p, ok := dump.UDPDstPort(src.LinkType(), data); ok {
+				if r, err := dump.Decode(src.LinkType(), data, p); err == nil && r.ICRCOK {
+					elsewhere[p]++
+				}
+			}
 			if *all {
 				fmt.Fprintf(w, "%11.6f (%v)\n", t.Seconds(), err)
 			}
@@ -106,5 +116,11 @@ func runDump(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "%d frames: %d RoCEv2 (%d with a bad ICRC), %d malformed, %d other\n", n, roce, badICRC, bad, other)
+	for _, p := range slices.Sorted(maps.Keys(elsewhere)) {
+		fmt.Fprintf(w, "%d frames to UDP port %d are RoCEv2 (their ICRCs check): run with -port %d to decode them\n", elsewhere[p], p, p)
+	}
+	if roce == 0 && len(elsewhere) == 0 && other > 0 {
+		fmt.Fprintf(w, "nothing was RoCEv2 on UDP port %d; if the capture's RoCE traffic used another port, name it with -port\n", *port)
+	}
 	return ctx.Err()
 }

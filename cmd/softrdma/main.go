@@ -1,16 +1,25 @@
 // Command softrdma is the command-line face of the softrdma software RDMA
-// device: a guided demo and rdma-core-style tools (devinfo, pingpong) that
-// interoperate with Linux rxe and RoCE NICs, and a pcap reader (dump).
+// device: a guided demo and rdma-core-style tools (devinfo, pingpong, perf,
+// ping, cmatose, udaddy) that interoperate with Linux rxe and RoCE NICs,
+// and a pcap reader (dump).
+//
+// "softrdma help" lists the commands; "softrdma COMMAND -h" prints a
+// command's flags. Exit status: 0 on success and after help, 1 when the
+// command fails, 2 for a usage error, and 128 plus the signal's number
+// when interrupted (130 for Ctrl-C), without an error message.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"os/signal"
 	"slices"
+	"syscall"
 )
 
 var commands = map[string]struct {
@@ -24,31 +33,79 @@ var commands = map[string]struct {
 	"ping":     {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
 	"cmatose":  {runCmatose, "ucmatose: RC connections over rdma_cm exchanging SENDs (-s addr: client)"},
 	"udaddy":   {runUdaddy, "udaddy: UD QPs resolved with SIDR exchanging datagrams (-s addr: client)"},
+	"version":  {func(_ context.Context, args []string, out io.Writer) error { return runVersion(args, out) }, "print the version of this build"},
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: softrdma <command> [flags]")
+	fmt.Fprintln(w, "usage: softrdma COMMAND [flags] [arguments]")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commands:")
 	for _, name := range slices.Sorted(maps.Keys(commands)) {
 		fmt.Fprintf(w, "  %-9s %s\n", name, commands[name].help)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `"softrdma COMMAND -h" prints a command's flags.`)
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage(os.Stderr)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
 	}
-	c, ok := commands[os.Args[1]]
+	name := args[0]
+	if isHelp(name) {
+		if len(args) > 1 && name == "help" {
+			// "softrdma help COMMAND" is "softrdma COMMAND -h".
+			if _, ok := commands[args[1]]; ok {
+				return run([]string{args[1], "-h"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "softrdma: unknown command %q\n", args[1])
+			usage(stderr)
+			return 2
+		}
+		usage(stdout)
+		return 0
+	}
+	errOut = stderr
+	defer func() { errOut = os.Stderr }()
+	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "softrdma: unknown command %q\n", os.Args[1])
-		usage(os.Stderr)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "softrdma: unknown command %q\n", name)
+		usage(stderr)
+		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := c.run(ctx, os.Args[2:], os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "softrdma %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	got := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case s := <-sigc:
+			got <- s
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := c.run(ctx, args[1:], stdout)
+	cancel()
+	select {
+	case s := <-got:
+		// Interrupted: the user knows; exit as a shell expects.
+		if n, ok := s.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+		return 130
+	default:
 	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "softrdma %s: %v\n", name, err)
+	}
+	return exitStatus(err)
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,24 +50,28 @@ func (s *sizeValue) Set(v string) error {
 	return nil
 }
 
-func perfUsage(w io.Writer) {
+// perfTests describes the tests.
+func perfTests() string {
 	names := append([]string(nil), perftest.TestNames...)
 	sort.Strings(names)
-	fmt.Fprintln(w, "usage: softrdma perf TEST [flags]            (server)")
-	fmt.Fprintln(w, "       softrdma perf TEST [flags] SERVER     (client)")
-	fmt.Fprintf(w, "TEST is one of %s; each interoperates with perftest's ib_TEST.\n", strings.Join(names, ", "))
+	return fmt.Sprintf("TEST is one of %s;\neach interoperates with perftest's ib_TEST. The flags are the same for every test.", strings.Join(names, ", "))
 }
 
 func runPerf(ctx context.Context, args []string, out io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		perfUsage(os.Stderr)
-		return errors.New("no test named")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
+		if len(args) > 0 && isHelp(args[0]) {
+			// The flags are every test's: show them with any test's set.
+			return runPerf(ctx, []string{perftest.TestNames[0], "-h"}, out)
+		}
+		fmt.Fprintln(errOut, "usage: softrdma perf TEST [flags] [SERVER]")
+		fmt.Fprintln(errOut, perfTests())
+		return fmt.Errorf("%w: name a test", tool.ErrUsage)
 	}
 	name := args[0]
 	test, ok := perftest.Tests[name]
 	if !ok {
-		perfUsage(os.Stderr)
-		return fmt.Errorf("unknown test %q", name)
+		fmt.Fprintln(errOut, perfTests())
+		return fmt.Errorf("%w: unknown test %q", tool.ErrUsage, name)
 	}
 	cfg := perftest.Config{Test: test}
 	fs := flag.NewFlagSet("perf "+name, flag.ContinueOnError)
@@ -108,17 +111,11 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	boolFlag(&cfg.Gbits, "report Gb/s instead of MB/s", "report_gbits", "report-gbits")
 	boolFlag(&cfg.RDMACM, "connect the QPs with rdma_cm and exchange over them instead of TCP (-p is the rdma_cm port)", "R", "rdma_cm")
 	atomic := fs.String("A", "FETCH_AND_ADD", "atomic `type`: CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)")
+	showProgress := fs.Bool("progress", true, "with -a or -D, show a progress line on stderr when it is a terminal (softrdma extension)")
 	verbose := fs.Bool("v", false, "log the device's debug messages to stderr (warnings are always logged)")
-	fs.Usage = func() {
-		perfUsage(fs.Output())
-		fmt.Fprintln(fs.Output(), "flags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args[1:])
+	fs.Usage = usageFunc(fs, "perf TEST [flags]            (server)\nperf TEST [flags] SERVER     (client)", perfTests())
+	pos, err := parseFlags(fs, args[1:], out)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	if len(pos) > 1 {
@@ -162,5 +159,11 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer dev.Close()
 	cfg.GIDIndex = dev.GIDIndex
+	if (cfg.All || cfg.Duration > 0) && *showProgress && isTerminal(os.Stderr) {
+		// Long runs show where they are, on the terminal only.
+		p := startProgress(os.Stderr, "perf "+name, cfg.Duration, time.Second)
+		defer p.end()
+		cfg.Out, cfg.Progress = p.around(cfg.Out), p.size
+	}
 	return perftest.Run(ctx, cfg, dev.Device, nil)
 }

@@ -57,8 +57,14 @@ func runPing(ctx context.Context, args []string, out io.Writer) error {
 	verbose := fs.Bool("v", false, "display ping data")
 	validate := fs.Bool("V", false, "validate ping data")
 	debug := fs.Bool("d", false, "debug output")
-	df := addDevFlags(fs)
-	if err := fs.Parse(splitShortFlags(args, "scvVd")); err != nil {
+	df := addDevFlags(fs, false)
+	fs.Usage = usageFunc(fs, "ping -s [-a ADDR] [flags]   (server)\nping -c -a SERVER [flags]   (client)",
+		"rping: an RDMA READ/WRITE ping-pong over an rdma_cm connection, with rping's flags and output.")
+	pos, err := parseFlags(fs, splitShortFlags(args, "scvVd"), out)
+	if err != nil {
+		return err
+	}
+	if err := noOperands(fs, pos); err != nil {
 		return err
 	}
 	if *server == *client {

@@ -75,15 +75,10 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 		fs.BoolVar(&ts, n, false, "get CQE with timestamp (rc; not supported)")
 	}
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "give up after this long without a client (server) or a completion, e.g. 10s (softrdma extension; default: wait forever)")
-	fs.Usage = func() {
-		w := fs.Output()
-		fmt.Fprintln(w, "usage:")
-		fmt.Fprintln(w, "  softrdma pingpong [flags]          start a server and wait for connection")
-		fmt.Fprintln(w, "  softrdma pingpong [flags] <host>   connect to server at <host>")
-		fmt.Fprintln(w, "flags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
+	fs.Usage = usageFunc(fs, "pingpong [flags]          (server: wait for a client)\npingpong [flags] HOST     (client: connect to the server on HOST)",
+		"The rdma-core pingpong tests (ibv_rc/uc/ud/srq_pingpong) with their TCP exchange, defaults and output.\n"+
+			"Both sides must agree on the flags that shape the test (--type, -s, -n, -c, ...).")
+	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
 	}

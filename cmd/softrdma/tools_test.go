@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/link/pcap"
 )
 
 func TestDevinfoBind(t *testing.T) {
@@ -77,7 +80,30 @@ func TestDumpCaptures(t *testing.T) {
 			t.Errorf("%s: %d packet lines, summary says %s", p, len(lines)-1, m[2])
 		}
 	}
+	// The same capture read on the wrong port points to the right one.
 	var out bytes.Buffer
+	if err := runDump(context.Background(), []string{"-port", "4790", paths[0]}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\d+ frames to UDP port 4791 are RoCEv2 \(their ICRCs check\): run with -port 4791 to decode them$`).Match(out.Bytes()) {
+		t.Errorf("dump -port 4790 gives no hint:\n%s", out.String())
+	}
+	// A capture with no RoCEv2 at all says so.
+	noRoCE := filepath.Join(t.TempDir(), "dns.pcap")
+	pw, err := pcap.Create(noRoCE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw.WritePacket(netip.MustParseAddrPort("192.0.2.1:5353"), netip.MustParseAddrPort("192.0.2.2:53"), []byte("not a BTH, not a BTH, not a BTH"))
+	pw.Close()
+	out.Reset()
+	if err := runDump(context.Background(), []string{noRoCE}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "1 frames: 0 RoCEv2 (0 with a bad ICRC), 0 malformed, 1 other\nnothing was RoCEv2 on UDP port 4791; ") {
+		t.Errorf("dump of a capture without RoCE:\n%s", out.String())
+	}
+	out.Reset()
 	if err := runDump(context.Background(), []string{"/nonexistent.pcap"}, &out); err == nil {
 		t.Error("dump of a missing file succeeded")
 	}

@@ -101,29 +101,46 @@ func networkLayer(lt layers.LinkType, frame []byte) ([]byte, error) {
 // isUDPTo reports whether the IP packet ip carries UDP to port, looking no
 // further than the fixed headers.
 func isUDPTo(ip []byte, port uint16) bool {
+	p, ok := udpDstPort(ip)
+	return ok && p == port
+}
+
+// UDPDstPort returns the UDP destination port of a frame, if it is UDP.
+func UDPDstPort(lt layers.LinkType, frame []byte) (uint16, bool) {
+	ip, err := networkLayer(lt, frame)
+	if err != nil {
+		return 0, false
+	}
+	return udpDstPort(ip)
+}
+
+func udpDstPort(ip []byte) (uint16, bool) {
 	if len(ip) < 1 {
-		return false
+		return 0, false
 	}
 	var l4 []byte
 	switch ip[0] >> 4 {
 	case 4:
 		if len(ip) < 20 || ip[9] != 17 {
-			return false
+			return 0, false
 		}
 		hl := int(ip[0]&0x0F) * 4
 		if hl < 20 || len(ip) < hl {
-			return false
+			return 0, false
 		}
 		l4 = ip[hl:]
 	case 6:
 		if len(ip) < 40 || ip[6] != 17 {
-			return false
+			return 0, false
 		}
 		l4 = ip[40:]
 	default:
-		return false
+		return 0, false
 	}
-	return len(l4) >= 4 && uint16(l4[2])<<8|uint16(l4[3]) == port
+	if len(l4) < 4 {
+		return 0, false
+	}
+	return uint16(l4[2])<<8 | uint16(l4[3]), true
 }
 
 // Format writes r as one line: time t (seconds since the first packet),
@@ -136,7 +153,7 @@ func Format(w io.Writer, t time.Duration, r *Record) error {
 		netip.AddrPortFrom(fr.Src, fr.SrcPort), netip.AddrPortFrom(fr.Dst, fr.DstPort))
 	p := r.Packet
 	bth := p.BTH()
-	fmt.Fprintf(&b, " %s qpn %s psn %d", p.Info().Name, bth.DestQP(), bth.PSN())
+	fmt.Fprintf(&b, " %s qpn %s psn %#06x", p.Info().Name, bth.DestQP(), uint32(bth.PSN()))
 	if bth.AckReq() {
 		b.WriteString(" ackreq")
 	}

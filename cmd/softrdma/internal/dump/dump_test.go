@@ -110,7 +110,7 @@ func TestDecodeLinkTypes(t *testing.T) {
 		if err := dump.Format(&b, 1500*time.Millisecond, &r); err != nil {
 			t.Fatal(err)
 		}
-		want := "   1.500000 192.0.2.1:50000 > 192.0.2.2:4791 UD SEND_ONLY_WITH_IMMEDIATE qpn 0x000123 psn 5 deth[qkey 0x11111111 srcqp 0x000044] imm 0xdeadbeef payload 7 icrc ok\n"
+		want := "   1.500000 192.0.2.1:50000 > 192.0.2.2:4791 UD SEND_ONLY_WITH_IMMEDIATE qpn 0x000123 psn 0x000005 deth[qkey 0x11111111 srcqp 0x000044] imm 0xdeadbeef payload 7 icrc ok\n"
 		if b.String() != want {
 			t.Errorf("%v:\n got %q\nwant %q", f.lt, b.String(), want)
 		}

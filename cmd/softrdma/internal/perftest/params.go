@@ -136,6 +136,9 @@ type Config struct {
 
 	// Out receives the perftest-style report.
 	Out io.Writer
+	// Progress, if not nil, is told before each message size runs: the
+	// index of the size, how many there are, and the size.
+	Progress func(i, n, size int)
 
 	sizeSet    bool
 	margin     time.Duration

@@ -371,6 +371,13 @@ func (s *side) connect() error {
 	return nil
 }
 
+// progress reports the size about to run to Config.Progress.
+func (s *side) progress(i, size int) {
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(i, len(s.sizes()), size)
+	}
+}
+
 // sizes returns the message sizes to run: all powers of two with -a.
 func (s *side) sizes() []int {
 	if !s.cfg.All {
@@ -421,7 +428,8 @@ func (s *side) sequence(ctx context.Context) error {
 			return nil
 		}
 		var last BWReport
-		for _, size := range s.sizes() {
+		for i, size := range s.sizes() {
+			s.progress(i, size)
 			r, err := s.runBW(ctx, size)
 			if err != nil {
 				return err
@@ -452,7 +460,8 @@ func (s *side) sequence(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprint(out, ResultLine+c.bwHeader())
-		for _, size := range s.sizes() {
+		for i, size := range s.sizes() {
+			s.progress(i, size)
 			if c.IsServer() {
 				if err := s.postRecvs(size); err != nil {
 					return err
@@ -495,7 +504,8 @@ func (s *side) sequence(ctx context.Context) error {
 			return err
 		}
 		s.printLatHeader()
-		for _, size := range s.sizes() {
+		for i, size := range s.sizes() {
+			s.progress(i, size)
 			if err := s.postRecvs(size); err != nil {
 				return err
 			}
@@ -529,7 +539,8 @@ func (s *side) sequence(ctx context.Context) error {
 		}
 		if t.Verb == Write {
 			s.printLatHeader()
-			for _, size := range s.sizes() {
+			for i, size := range s.sizes() {
+				s.progress(i, size)
 				r, err := s.runLatWrite(ctx, size)
 				if err != nil {
 					return err
@@ -548,7 +559,8 @@ func (s *side) sequence(ctx context.Context) error {
 			return nil
 		}
 		s.printLatHeader()
-		for _, size := range s.sizes() {
+		for i, size := range s.sizes() {
+			s.progress(i, size)
 			r, err := s.runLatRDMA(ctx, size)
 			if err != nil {
 				return err

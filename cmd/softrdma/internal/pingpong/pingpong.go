@@ -483,8 +483,10 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 				s := int(wc.WRID >> 8)
 				if cfg.Check {
 					if err := r.validate(s, wc, qi, rcnt); err != nil {
+						// The C tools' line, then the reason for the
+						// failure, not the same words twice.
 						fmt.Fprintln(cfg.Out, err)
-						return Result{}, err
+						return Result{}, fmt.Errorf("%w: -c found the message above wrong; both sides need -c (without it the peer sends no pattern)", ErrData)
 					}
 				}
 				r.free = append(r.free, s)

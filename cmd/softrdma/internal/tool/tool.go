@@ -134,6 +134,29 @@ func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Devic
 	} else if name == "" {
 		name = "softrdma0"
 	}
+	d, err := f.OpenAddrs(addrs, ifc, name, 0, log)
+	if err != nil {
+		return nil, err
+	}
+	if d.GIDIndex, err = f.gidIndex(d.Device, local); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.GID, _ = d.QueryGID(1, d.GIDIndex)
+	return d, nil
+}
+
+// OpenAddrs opens a device named name on addrs (ifc, if not nil, is their
+// interface, whose MTU sets the port's) on the flags' --roce-port, with
+// the --pcap tap if asked; it sends to peerPort, or to --roce-port if 0.
+// It leaves the GID choice to the caller.
+func (f *Flags) OpenAddrs(addrs []netip.Addr, ifc *net.Interface, name string, peerPort uint16, log *slog.Logger) (*Device, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if f.RoCEPort == 0 || f.RoCEPort > 65535 {
+		return nil, fmt.Errorf("%w: --roce-port %d", ErrUsage, f.RoCEPort)
+	}
 	mtuIfc := ifc
 	if mtuIfc == nil {
 		mtuIfc, _ = netif.InterfaceOf(addrs[0])
@@ -142,8 +165,10 @@ func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Devic
 	if mtuIfc != nil {
 		mtu = PathMTU(mtuIfc.MTU)
 	}
-
 	port := uint16(f.RoCEPort)
+	if peerPort == 0 {
+		peerPort = port
+	}
 	ul, err := udp.Open(udp.Config{Addrs: addrs, Port: port, Logger: log})
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
@@ -160,7 +185,7 @@ func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Devic
 		}
 		l = pcap.Tap(ul, pw, func(err error) { log.Error("pcap tap stopped", "err", err) })
 	}
-	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: port, Logger: log})
+	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -169,12 +194,22 @@ func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Devic
 	if ifc != nil {
 		d.Interface = ifc.Name
 	}
-	if d.GIDIndex, err = f.gidIndex(dev, local); err != nil {
-		dev.Close()
-		return nil, err
-	}
-	d.GID, _ = dev.QueryGID(1, d.GIDIndex)
 	return d, nil
+}
+
+// InterfaceAddrs returns the addresses of the interface a -d name
+// selects (softrdma_IF or IF), in rxe's GID order.
+func InterfaceAddrs(dev string) ([]netip.Addr, *net.Interface, error) {
+	n := strings.TrimPrefix(dev, DevicePrefix)
+	ifc, err := net.InterfaceByName(n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("device %q: no network interface %q: %w", dev, n, err)
+	}
+	as, err := roce.GIDOrder(ifc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return as, ifc, nil
 }
 
 // addrs returns the addresses to bind and the interface they belong to (nil
@@ -187,12 +222,7 @@ func (f *Flags) addrs(local netip.Addr) ([]netip.Addr, *net.Interface, error) {
 	var ifc *net.Interface
 	switch {
 	case f.Dev != "":
-		n := strings.TrimPrefix(f.Dev, DevicePrefix)
-		i, err := net.InterfaceByName(n)
-		if err != nil {
-			return nil, nil, fmt.Errorf("device %q: no network interface %q: %w", f.Dev, n, err)
-		}
-		ifc = i
+		return InterfaceAddrs(f.Dev)
 	case local.IsValid():
 		i, err := netif.InterfaceOf(local)
 		if err != nil || i.Flags&net.FlagLoopback != 0 {
