@@ -8,13 +8,14 @@
 //     with its L_Key and R_Key), PD.CreateQP makes queue pairs, PD.CreateSRQ
 //     shared receive queues, PD.CreateAH address handles for UD.
 //   - CreateCQ makes completion queues, optionally with a CompChannel for
-//     completion events; CQ.Poll returns work completions (WC).
+//     completion events; CQ.Poll returns work completions (WC) without
+//     blocking, CQ.Wait waits for them with a context (no channel needed).
 //   - A QP moves RESET -> INIT -> RTR -> RTS with QP.Modify, as ibv_modify_qp:
 //     the attributes each transition needs and allows follow the IBTA table.
 //     QP.PostSend and QP.PostRecv post work requests (SendWR, RecvWR) with
-//     scatter/gather lists (SGE) into registered memory: SEND with or
-//     without immediate data, RDMA WRITE (with immediate), RDMA READ and the
-//     two atomics.
+//     scatter/gather lists (SGE) into registered memory, or inline data
+//     from a byte slice (SendWR.Inline): SEND with or without immediate
+//     data, RDMA WRITE (with immediate), RDMA READ and the two atomics.
 //
 // Every misuse returns an error wrapping one of the sentinels (ErrInvalid,
 // ErrState, ...), for errors.Is. A work request that fails completes with an
