@@ -146,13 +146,20 @@ type Stats struct {
 	// TxSourcePortFallback counts packets that asked for a source port
 	// (Packet.Src's port) and left from the link's own port instead.
 	TxSourcePortFallback uint64
+	// RxICRCAnyID counts IPv4 packets whose ICRC verified only with an IP
+	// Identification or Don't Fragment flag other than 0 and set, which a
+	// UDP socket cannot see (link/udp's VerifyIPv4 policy).
+	RxICRCAnyID uint64
+	// TxGSOBatches counts sends that carried several packets as one
+	// segmented datagram (UDP GSO); TxPackets counts their packets.
+	TxGSOBatches uint64
 }
 
 // Counters is a set of atomic counters a link can embed and snapshot.
 type Counters struct {
 	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors atomic.Uint64
 	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped atomic.Uint64
-	TxSourcePortFallback                             atomic.Uint64
+	TxSourcePortFallback, TxGSOBatches, RxICRCAnyID  atomic.Uint64
 }
 
 // Snapshot returns the current values.
@@ -163,6 +170,7 @@ func (c *Counters) Snapshot() Stats {
 		TxErrors: c.TxErrors.Load(), RxBadICRC: c.RxBadICRC.Load(),
 		RxMalformed: c.RxMalformed.Load(), RxICRCUnchecked: c.RxICRCUnchecked.Load(),
 		Dropped: c.Dropped.Load(), TxSourcePortFallback: c.TxSourcePortFallback.Load(),
+		TxGSOBatches: c.TxGSOBatches.Load(), RxICRCAnyID: c.RxICRCAnyID.Load(),
 	}
 }
 

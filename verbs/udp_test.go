@@ -28,12 +28,16 @@ func newDevicesUDP(t testing.TB, v6 bool) (*Device, *Device) {
 	return newDevicesUDPWrapped(t, v6, nil)
 }
 
+// udpNoGSO makes newDevicesUDP open links that send datagram by datagram
+// (benchmarks compare both ways in one run).
+var udpNoGSO bool
+
 // newDevicesUDPWrapped is newDevicesUDP with the first device's link wrapped
 // by wrapA, if not nil.
 func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link) (*Device, *Device) {
 	t.Helper()
 	open := func(a string, port uint16) (*udp.Link, error) {
-		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, ICRCPolicy: udp.StrictIPv4})
+		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO})
 	}
 	var la, lb *udp.Link
 	var err error
@@ -170,7 +174,9 @@ func benchPair(b *testing.B, net string) *pair {
 	if net == "loop" {
 		return newPair(b, o)
 	}
+	udpNoGSO = net == "udp4-nogso"
 	da, db := newDevicesUDP(b, false)
+	udpNoGSO = false
 	p := &pair{t: b, da: da, db: db}
 	p.connect(o)
 	return p
@@ -208,7 +214,7 @@ func pollWait(b *testing.B, cq *CQ, wc []WC) int {
 // BenchmarkRCWrite64K measures RC WRITE bandwidth with 64 KiB messages and
 // 16 outstanding.
 func BenchmarkRCWrite64K(b *testing.B) {
-	for _, net := range []string{"loop", "udp4"} {
+	for _, net := range []string{"loop", "udp4", "udp4-nogso"} {
 		b.Run(net, func(b *testing.B) {
 			const size, depth = 64 << 10, 16
 			p := benchPair(b, net)

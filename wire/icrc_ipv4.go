@@ -31,17 +31,27 @@ const ipv4Unknown = 17
 type idBasis struct {
 	vec   [ipv4Unknown]uint32
 	pivot [ipv4Unknown]uint32 // a one-bit mask
+	comb  [ipv4Unknown]uint32 // the header bits whose contributions vec[i] sums
 	n     int
 }
 
 // reduces reports whether x lies in the span.
 func (b *idBasis) reduces(x uint32) bool {
+	_, ok := b.solve(x)
+	return ok
+}
+
+// solve reports whether x lies in the span and, if so, a set of header
+// bits (bit i < 16: Identification bit i; bit 16: DF) whose contributions
+// sum to x.
+func (b *idBasis) solve(x uint32) (bits uint32, ok bool) {
 	for i := 0; i < b.n && x != 0; i++ {
 		if x&b.pivot[i] != 0 {
 			x ^= b.vec[i]
+			bits ^= b.comb[i]
 		}
 	}
-	return x == 0
+	return bits, x == 0
 }
 
 var idBases sync.Map // packet length (int) -> *idBasis
@@ -63,17 +73,19 @@ func basisFor(n int) *idBasis {
 		} else {
 			g.IPv4Frag = IPv4DontFragment
 		}
-		b.add(ICRC(&g, pkt) ^ base)
+		b.add(ICRC(&g, pkt)^base, 1<<bit)
 	}
 	v, _ := idBases.LoadOrStore(n, b)
 	return v.(*idBasis)
 }
 
-// add inserts v into the basis if it is independent of it.
-func (b *idBasis) add(v uint32) {
+// add inserts v, the contribution of the header bits in comb, into the
+// basis if it is independent of it.
+func (b *idBasis) add(v, comb uint32) {
 	for i := 0; i < b.n; i++ {
 		if v&b.pivot[i] != 0 {
 			v ^= b.vec[i]
+			comb ^= b.comb[i]
 		}
 	}
 	if v == 0 {
@@ -83,9 +95,10 @@ func (b *idBasis) add(v uint32) {
 	for i := 0; i < b.n; i++ {
 		if b.vec[i]&p != 0 {
 			b.vec[i] ^= v
+			b.comb[i] ^= comb
 		}
 	}
-	b.vec[b.n], b.pivot[b.n] = v, p
+	b.vec[b.n], b.pivot[b.n], b.comb[b.n] = v, p, comb
 	b.n++
 }
 
@@ -113,4 +126,29 @@ func VerifyICRCAnyIPv4ID(f *Framing, pkt []byte) bool {
 	g.IPv4ID, g.IPv4Frag = 0, 0
 	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(&g, pkt)
 	return basisFor(len(pkt)).reduces(diff)
+}
+
+// IPv4HeaderFor returns an IPv4 Identification and flags/fragment-offset
+// field (0 or IPv4DontFragment) with which the ICRC carried in pkt is right
+// for framing f, trying f's own values first; ok is false if there are
+// none (or f is not IPv4). A capture written from what a UDP socket saw
+// uses it to show the header the sender must have sent.
+func IPv4HeaderFor(f *Framing, pkt []byte) (id, frag uint16, ok bool) {
+	if !f.IsIPv4() || len(pkt) < BTHLen+ICRCLen {
+		return 0, 0, false
+	}
+	if VerifyICRC(f, pkt) {
+		return f.IPv4ID, f.IPv4Frag, true
+	}
+	g := *f
+	g.IPv4ID, g.IPv4Frag = 0, 0
+	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(&g, pkt)
+	bits, ok := basisFor(len(pkt)).solve(diff)
+	if !ok {
+		return 0, 0, false
+	}
+	if bits&(1<<16) != 0 {
+		frag = IPv4DontFragment
+	}
+	return uint16(bits), frag, true
 }

@@ -121,3 +121,28 @@ func BenchmarkVerifyICRC(b *testing.B) {
 		}
 	})
 }
+
+// TestIPv4HeaderFor recovers the Identification and DF a packet was sealed
+// with from the packet alone (the 17 contributions are independent, so
+// they are the only ones), and finds none for a corrupted packet.
+func TestIPv4HeaderFor(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for i := range 2000 {
+		f, pkt := sealedIPv4(r, BTHLen+ICRCLen+4*r.IntN(1100))
+		g := f
+		g.IPv4ID, g.IPv4Frag = 0, IPv4DontFragment // the receiver's guess
+		id, frag, ok := IPv4HeaderFor(&g, pkt)
+		if !ok || id != f.IPv4ID || frag != f.IPv4Frag {
+			t.Fatalf("packet %d: got ID %#x frag %#x ok %v, sealed with %#x %#x", i, id, frag, ok, f.IPv4ID, f.IPv4Frag)
+		}
+	}
+	f, pkt := sealedIPv4(r, 100)
+	pkt[30] ^= 0x40
+	if _, _, ok := IPv4HeaderFor(&f, pkt); ok && VerifyICRCAnyIPv4ID(&f, pkt) != ok {
+		t.Fatal("a header found where the any-ID check refuses")
+	}
+	f6 := Framing{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2")}
+	if _, _, ok := IPv4HeaderFor(&f6, pkt); ok {
+		t.Fatal("an IPv4 header for IPv6 framing")
+	}
+}

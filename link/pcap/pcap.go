@@ -11,12 +11,15 @@
 // Sent packets are written with the source address the link sends from and
 // an ICRC sealed for it, so their ICRC verifies in the file.
 // For received packets a UDP socket does not see the sender's IP header:
-// the tap writes Identification 0 and Don't Fragment for IPv4, so a received
-// IPv4 packet whose sender used another Identification (Linux rxe does) shows
-// an ICRC that does not verify in the file although it was right on the
-// wire. Received IPv6 packets verify (their ICRC covers nothing the tap has
-// to guess), and so do IPv4 packets from softrdma or any sender using
-// Identification 0. Packets a link refuses to send (Send returns an error)
+// for IPv4 the tap writes the Identification and Don't Fragment flag with
+// which the packet's ICRC verifies (wire.IPv4HeaderFor; the packet's own
+// unless its ICRC was corrupted, which the link would have dropped), so
+// packets from Linux rxe, whose Identifications vary, and later segments of
+// GSO sends show the header they had on the wire. Received IPv6 packets
+// verify (their ICRC covers nothing the tap has to guess). A sent packet
+// that link/udp sends as a later segment of a GSO run is written as sealed
+// for Identification 0 (its ICRC on the wire is sealed for the
+// Identification segmentation gives it). Packets a link refuses to send (Send returns an error)
 // may still appear in the file; packets the inner link drops on receive (bad
 // ICRC, too short) never reach the tap and do not.
 package pcap
@@ -112,6 +115,13 @@ func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, pkt []byte) er
 		ip4 := &layers.IPv4{
 			Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment,
 			Protocol: layers.IPProtocolUDP, SrcIP: net.IP(s.AsSlice()), DstIP: net.IP(d.AsSlice()),
+		}
+		fr := wire.Framing{Src: s, Dst: d, SrcPort: src.Port(), DstPort: dst.Port(), IPv4Frag: wire.IPv4DontFragment}
+		if id, frag, ok := wire.IPv4HeaderFor(&fr, pkt); ok {
+			ip4.Id = id
+			if frag == 0 {
+				ip4.Flags = 0
+			}
 		}
 		if err := udp.SetNetworkLayerForChecksum(ip4); err != nil {
 			return err

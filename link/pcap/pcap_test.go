@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
@@ -260,5 +261,31 @@ func TestTapPassesLinkState(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no state change reached the tap's listener")
+	}
+}
+
+// TestFrameRecoversIPv4Header frames a packet sealed for an IPv4
+// Identification and flags other than 0 and DF, as a received packet from
+// rxe or a later GSO segment is: the record carries them, so its ICRC
+// verifies in the file.
+func TestFrameRecoversIPv4Header(t *testing.T) {
+	src, dst := netip.MustParseAddrPort("192.0.2.1:49152"), netip.MustParseAddrPort("192.0.2.2:4791")
+	for _, c := range []struct {
+		id   uint16
+		frag uint16
+	}{{0, wire.IPv4DontFragment}, {0x1234, wire.IPv4DontFragment}, {7, 0}} {
+		pkt := make([]byte, 12+64+4)
+		pkt[0] = 4 // SEND_ONLY
+		fr := wire.Framing{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port(), IPv4ID: c.id, IPv4Frag: c.frag}
+		wire.Seal(&fr, pkt)
+		b, err := pcap.Frame(src, dst, pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := gopacket.NewPacket(b, layers.LayerTypeIPv4, gopacket.Default)
+		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		if ip == nil || ip.Id != c.id || (ip.Flags&layers.IPv4DontFragment != 0) != (c.frag != 0) {
+			t.Fatalf("sealed for ID %#x frag %#x, framed as %+v", c.id, c.frag, ip)
+		}
 	}
 }

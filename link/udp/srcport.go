@@ -120,8 +120,10 @@ func (l *Link) listenSource(ap netip.AddrPort, is4 bool) (*socket, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &socket{addr: ap.Addr(), key: ap.Addr().WithZone(""), local: ap, is4: is4,
-		conn: conn, bc: newBatchConn(conn, is4)}, nil
+	sk := &socket{addr: ap.Addr(), key: ap.Addr().WithZone(""), local: ap, is4: is4,
+		conn: conn, bc: newBatchConn(conn, is4)}
+	sk.gso.Store(!l.noGSO && probeGSO(conn))
+	return sk, nil
 }
 
 // SourcePort returns the UDP source port a packet from src, one of the

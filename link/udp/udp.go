@@ -33,17 +33,23 @@
 // Stats.RxBadICRC, whatever the policy. IPv6 sockets set UDP_NO_CHECK6_RX,
 // so datagrams with a zero UDP checksum, which Linux rxe sends, are accepted.
 //
-// For IPv4 a UDP socket cannot see the sender's IP Identification, which the
-// ICRC covers, so Config.ICRCPolicy decides:
+// For IPv4 a UDP socket cannot see the sender's IP Identification and Don't
+// Fragment flag, which the ICRC covers, so Config.ICRCPolicy decides:
 //
-//   - VerifyIPv4Zero (the default) verifies the ICRC assuming Identification
-//     0 and Don't Fragment, what softrdma and any sender using
-//     IP_PMTUDISC_DO on an unconnected socket produce. A packet that does not
-//     match is accepted anyway and counted in Stats.RxICRCUnchecked: Linux
-//     rxe's Identifications vary from packet to packet, so its packets
-//     usually land here.
-//   - StrictIPv4 drops IPv4 packets that do not match and counts them in
-//     Stats.RxBadICRC. Use it between softrdma peers only.
+//   - VerifyIPv4 (the default) verifies the ICRC assuming Identification 0
+//     and Don't Fragment (what an unconnected socket with IP_PMTUDISC_DO
+//     sends); a packet that does not match is accepted if some
+//     Identification and flag make its ICRC right (wire.VerifyICRCAnyIPv4ID:
+//     a corrupted packet passes with probability about 2^-15) and counted in
+//     Stats.RxICRCAnyID, else dropped and counted in Stats.RxBadICRC, as
+//     Linux rxe drops it. Linux rxe's Identifications vary from packet to
+//     packet, and a GSO send numbers its segments 0, 1, 2, ..., so both
+//     verify this way.
+//   - VerifyIPv4Zero verifies assuming Identification 0 and accepts a
+//     packet that does not match, counting it in Stats.RxICRCUnchecked.
+//   - StrictIPv4 accepts only packets that verify with Identification 0:
+//     it drops rxe's packets and the later segments of GSO sends (set
+//     Config.DisableGSO on the peers).
 //   - NoICRCCheck accepts every IPv4 packet without computing its ICRC and
 //     counts it in Stats.RxICRCUnchecked.
 //
@@ -71,9 +77,12 @@ type ICRCPolicy int
 
 // ICRC policies.
 const (
+	// VerifyIPv4 verifies with IP Identification 0 and Don't Fragment,
+	// else with any of them, and drops packets that verify with none.
+	VerifyIPv4 ICRCPolicy = iota
 	// VerifyIPv4Zero verifies assuming IP Identification 0 and Don't
 	// Fragment and accepts mismatches as unchecked.
-	VerifyIPv4Zero ICRCPolicy = iota
+	VerifyIPv4Zero
 	// StrictIPv4 verifies assuming IP Identification 0 and Don't Fragment
 	// and drops mismatches.
 	StrictIPv4
@@ -84,6 +93,8 @@ const (
 // String returns the policy's name.
 func (p ICRCPolicy) String() string {
 	switch p {
+	case VerifyIPv4:
+		return "VerifyIPv4"
 	case VerifyIPv4Zero:
 		return "VerifyIPv4Zero"
 	case StrictIPv4:
@@ -117,7 +128,7 @@ type Config struct {
 	// 0 picks a free ephemeral port usable on all addresses (for tests and
 	// for several links on one host).
 	Port uint16
-	// ICRCPolicy is the IPv4 receive policy (VerifyIPv4Zero if zero).
+	// ICRCPolicy is the IPv4 receive policy (VerifyIPv4 if zero).
 	ICRCPolicy ICRCPolicy
 	// Logger receives debug and warning messages (discarded if nil).
 	Logger *slog.Logger
@@ -144,6 +155,11 @@ type Config struct {
 	// (DefaultMaxSourcePorts if zero); packets asking for more ports leave
 	// from Port and are counted in Stats.TxSourcePortFallback.
 	MaxSourcePorts int
+	// DisableGSO sends every packet as its own datagram. By default runs
+	// of packets to one destination leave as one UDP_SEGMENT send where
+	// the kernel supports it (Linux 4.18 and later), falling back by
+	// itself if the path refuses it.
+	DisableGSO bool
 }
 
 // socket is one bound UDP socket.
@@ -154,6 +170,7 @@ type socket struct {
 	is4   bool
 	conn  *net.UDPConn
 	bc    batchConn
+	gso   atomic.Bool // UDP_SEGMENT available and not refused
 }
 
 // Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
@@ -170,6 +187,7 @@ type Link struct {
 	// Source-port sockets (srcport.go), per address index; opened under
 	// mu, read without it.
 	fixedPort bool
+	noGSO     bool
 	maxSports int
 	sockBuf   int
 	sports    []atomic.Pointer[sourcePorts]
@@ -212,7 +230,7 @@ func Open(cfg Config) (*Link, error) {
 		}
 	}
 	switch cfg.ICRCPolicy {
-	case VerifyIPv4Zero, StrictIPv4, NoICRCCheck:
+	case VerifyIPv4, VerifyIPv4Zero, StrictIPv4, NoICRCCheck:
 	default:
 		return nil, fmt.Errorf("udp: open: unknown %v", cfg.ICRCPolicy)
 	}
@@ -253,8 +271,12 @@ func Open(cfg Config) (*Link, error) {
 		fixedPort: cfg.FixedSourcePort,
 		maxSports: cfg.MaxSourcePorts,
 		sockBuf:   cfg.SocketBuffer,
+		noGSO:     cfg.DisableGSO,
 		sports:    make([]atomic.Pointer[sourcePorts], len(socks)),
 		ns:        currentNetns(),
+	}
+	for _, sk := range socks {
+		sk.gso.Store(!cfg.DisableGSO && probeGSO(sk.conn))
 	}
 	if cfg.Interface != "" {
 		w, up, err := watchInterface(cfg.Interface)

@@ -1,0 +1,55 @@
+// UDP generic segmentation offload (UDP_SEGMENT, Linux 4.18 and later): a
+// run of equal-sized packets to one destination leaves as one sendmsg whose
+// control message gives the segment size; the kernel (or the NIC) cuts it
+// into datagrams.
+
+package udp
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// gsoMaxSegments is the kernel's UDP_MAX_SEGMENTS (64 since GSO came).
+const gsoMaxSegments = 64
+
+// probeGSO reports whether the socket takes UDP_SEGMENT.
+func probeGSO(c *net.UDPConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	rc.Control(func(fd uintptr) {
+		_, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT)
+		ok = err == nil
+	})
+	return ok
+}
+
+// gsoSpace is the room a UDP_SEGMENT control message takes.
+var gsoSpace = unix.CmsgSpace(2)
+
+// putGSO writes a UDP_SEGMENT control message for segments of size bytes
+// into b, which has gsoSpace bytes, and returns it.
+func putGSO(b []byte, size int) []byte {
+	b = b[:gsoSpace]
+	clear(b)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level = unix.IPPROTO_UDP
+	h.Type = unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	*(*uint16)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = uint16(size)
+	return b
+}
+
+// gsoRefused reports whether a send failed because segmentation is not
+// available on the path (EIO: the device cannot checksum the segments),
+// so the socket should stop using it.
+func gsoRefused(err error) bool {
+	return errors.Is(err, syscall.EIO)
+}

@@ -1,0 +1,144 @@
+package udp
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/link/linktest"
+)
+
+// gsoBatch is a batch as a message's packets look: runs of one size to
+// one destination, a bigger first packet (it carries a RETH), shorter last
+// ones, and a run longer than the kernel's segment limit.
+func gsoBatch(src, dst netip.AddrPort) ([]*link.Packet, []int) {
+	var sizes []int
+	sizes = append(sizes, 1100)
+	for range 70 {
+		sizes = append(sizes, 1024)
+	}
+	sizes = append(sizes, 600, 1024, 1024, 300, 64, 64, 64)
+	var pkts []*link.Packet
+	for i, n := range sizes {
+		pkts = append(pkts, linktest.MakePacket(uint32(i), n, src, dst))
+	}
+	return pkts, sizes
+}
+
+// TestGSO sends runs that the link sends segmented, over IPv4 and IPv6,
+// and checks that every packet arrives whole, in order, with an ICRC that
+// verifies for the Identification its segment got.
+func TestGSO(t *testing.T) {
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		t.Run(fam, func(t *testing.T) {
+			linktest.NoLeaks(t)
+			var a, b *Link
+			if fam == "ipv4" {
+				a, b = pair4(t, Config{})
+			} else {
+				a, b = pair6(t, Config{})
+			}
+			if !a.socks[0].gso.Load() {
+				t.Skip("this kernel has no UDP_SEGMENT")
+			}
+			rx := linktest.NewCollector()
+			if err := b.Start(rx); err != nil {
+				t.Fatal(err)
+			}
+			src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+			pkts, sizes := gsoBatch(src, dst)
+			if err := a.Send(pkts); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pkts {
+				link.Put(p)
+			}
+			got := rx.WaitFor(t, len(sizes))
+			for i, r := range got {
+				if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
+					t.Errorf("packet %d: %s", i, msg)
+				}
+			}
+			sa, sb := a.Stats(), linktest.WaitStats(b, func(s link.Stats) bool { return s.RxPackets == uint64(len(sizes)) })
+			// 1100 | 63 x 1024 (64 would pass 65507 bytes) | 7 x 1024 + 600 |
+			// 1024 1024 300 | 64 64 64
+			if sa.TxGSOBatches != 5 || sa.TxPackets != uint64(len(sizes)) || sa.TxErrors != 0 {
+				t.Errorf("sender %+v: want 5 GSO sends of %d packets", sa, len(sizes))
+			}
+			if sb.RxBadICRC != 0 || sb.RxICRCUnchecked != 0 || (fam == "ipv4") != (sb.RxICRCAnyID > 0) {
+				t.Errorf("receiver %+v", sb)
+			}
+		})
+	}
+}
+
+// refusingConn fails every segmented message with EIO, as the kernel does
+// when the device cannot checksum the segments.
+type refusingConn struct {
+	batchConn
+	refused int
+}
+
+func (c *refusingConn) WriteBatch(ms []ipv4.Message, flags int) (int, error) {
+	for i, m := range ms {
+		if len(m.OOB) > 0 {
+			c.refused++
+			if i == 0 {
+				return 0, fmt.Errorf("sendmmsg: %w", syscall.EIO)
+			}
+			n, err := c.batchConn.WriteBatch(ms[:i], flags)
+			return n, err
+		}
+	}
+	return c.batchConn.WriteBatch(ms, flags)
+}
+
+// TestGSOFallback has the kernel refuse segmentation: the link stops using
+// it and sends the packets one by one, sealed for Identification 0, so a
+// receiver that accepts only that (StrictIPv4) gets every one.
+func TestGSOFallback(t *testing.T) {
+	linktest.NoLeaks(t)
+	a, _ := pair4(t, Config{})
+	b := open(t, Config{Addrs: []netip.Addr{lo2}, ICRCPolicy: StrictIPv4})
+	if !a.socks[0].gso.Load() {
+		t.Skip("this kernel has no UDP_SEGMENT")
+	}
+	rc := &refusingConn{batchConn: a.socks[0].bc}
+	a.socks[0].bc = rc
+	rx := linktest.NewCollector()
+	if err := b.Start(rx); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+	pkts, sizes := gsoBatch(src, dst)
+	if err := a.Send(pkts); err != nil {
+		t.Fatal(err)
+	}
+	got := rx.WaitFor(t, len(sizes))
+	for i, r := range got {
+		if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
+			t.Errorf("packet %d: %s", i, msg)
+		}
+	}
+	if rc.refused != 1 || a.socks[0].gso.Load() {
+		t.Errorf("refused %d times, GSO still on: %v", rc.refused, a.socks[0].gso.Load())
+	}
+	if s := a.Stats(); s.TxGSOBatches != 0 || s.TxPackets != uint64(len(sizes)) || s.TxErrors != 0 {
+		t.Errorf("sender %+v", s)
+	}
+	// The next batch goes out unsegmented from the start.
+	if err := a.Send(pkts); err != nil {
+		t.Fatal(err)
+	}
+	rx.WaitFor(t, 2*len(sizes))
+	if rc.refused != 1 {
+		t.Errorf("segmentation tried again after the kernel refused it")
+	}
+	for _, p := range pkts {
+		link.Put(p)
+	}
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package udp
+
+import "net"
+
+const gsoMaxSegments = 64
+
+func probeGSO(*net.UDPConn) bool { return false }
+
+var gsoSpace = 0
+
+func putGSO(b []byte, _ int) []byte { return b[:0] }
+
+func gsoRefused(error) bool { return false }
