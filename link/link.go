@@ -153,6 +153,9 @@ type Stats struct {
 	// TxGSOBatches counts sends that carried several packets as one
 	// segmented datagram (UDP GSO); TxPackets counts their packets.
 	TxGSOBatches uint64
+	// RxGROBatches counts receives that carried several packets coalesced
+	// by the kernel (UDP GRO); RxPackets counts their packets.
+	RxGROBatches uint64
 }
 
 // Counters is a set of atomic counters a link can embed and snapshot.
@@ -160,6 +163,7 @@ type Counters struct {
 	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors atomic.Uint64
 	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped atomic.Uint64
 	TxSourcePortFallback, TxGSOBatches, RxICRCAnyID  atomic.Uint64
+	RxGROBatches                                     atomic.Uint64
 }
 
 // Snapshot returns the current values.
@@ -171,6 +175,7 @@ func (c *Counters) Snapshot() Stats {
 		RxMalformed: c.RxMalformed.Load(), RxICRCUnchecked: c.RxICRCUnchecked.Load(),
 		Dropped: c.Dropped.Load(), TxSourcePortFallback: c.TxSourcePortFallback.Load(),
 		TxGSOBatches: c.TxGSOBatches.Load(), RxICRCAnyID: c.RxICRCAnyID.Load(),
+		RxGROBatches: c.RxGROBatches.Load(),
 	}
 }
 

@@ -202,6 +202,9 @@ func testDuplicateRequests(t *testing.T, transport string) {
 	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCRDMARead)
 	resps := rx.since(mark)
 	if len(resps) != 4 || resps[0].op != wire.RCReadResponseFirst {
+		for _, r := range resps {
+			t.Logf("op %v psn %#x payload %d", r.op, r.psn, len(r.payload))
+		}
 		t.Fatalf("READ answered with %d packets", len(resps))
 	}
 	first := resps[0].psn

@@ -30,14 +30,14 @@ func newDevicesUDP(t testing.TB, v6 bool) (*Device, *Device) {
 
 // udpNoGSO makes newDevicesUDP open links that send datagram by datagram
 // (benchmarks compare both ways in one run).
-var udpNoGSO bool
+var udpNoGSO, udpGRO bool
 
 // newDevicesUDPWrapped is newDevicesUDP with the first device's link wrapped
 // by wrapA, if not nil.
 func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link) (*Device, *Device) {
 	t.Helper()
 	open := func(a string, port uint16) (*udp.Link, error) {
-		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO})
+		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, GRO: udpGRO})
 	}
 	var la, lb *udp.Link
 	var err error
@@ -174,9 +174,9 @@ func benchPair(b *testing.B, net string) *pair {
 	if net == "loop" {
 		return newPair(b, o)
 	}
-	udpNoGSO = net == "udp4-nogso"
+	udpNoGSO, udpGRO = net == "udp4-nogso", net == "udp4-gro"
 	da, db := newDevicesUDP(b, false)
-	udpNoGSO = false
+	udpNoGSO, udpGRO = false, false
 	p := &pair{t: b, da: da, db: db}
 	p.connect(o)
 	return p
@@ -214,7 +214,7 @@ func pollWait(b *testing.B, cq *CQ, wc []WC) int {
 // BenchmarkRCWrite64K measures RC WRITE bandwidth with 64 KiB messages and
 // 16 outstanding.
 func BenchmarkRCWrite64K(b *testing.B) {
-	for _, net := range []string{"loop", "udp4", "udp4-nogso"} {
+	for _, net := range []string{"loop", "udp4", "udp4-nogso", "udp4-gro"} {
 		b.Run(net, func(b *testing.B) {
 			const size, depth = 64 << 10, 16
 			p := benchPair(b, net)

@@ -38,9 +38,9 @@ func TestGSO(t *testing.T) {
 			linktest.NoLeaks(t)
 			var a, b *Link
 			if fam == "ipv4" {
-				a, b = pair4(t, Config{})
+				a, b = pair4(t, Config{GRO: true})
 			} else {
-				a, b = pair6(t, Config{})
+				a, b = pair6(t, Config{GRO: true})
 			}
 			if !a.socks[0].gso.Load() {
 				t.Skip("this kernel has no UDP_SEGMENT")
@@ -69,9 +69,14 @@ func TestGSO(t *testing.T) {
 			if sa.TxGSOBatches != 5 || sa.TxPackets != uint64(len(sizes)) || sa.TxErrors != 0 {
 				t.Errorf("sender %+v: want 5 GSO sends of %d packets", sa, len(sizes))
 			}
-			if sb.RxBadICRC != 0 || sb.RxICRCUnchecked != 0 || (fam == "ipv4") != (sb.RxICRCAnyID > 0) {
+			if sb.RxBadICRC != 0 || sb.RxICRCUnchecked != 0 || (fam == "ipv4") != (sb.RxICRCAnyID > 0) || sb.RxMalformed != 0 {
 				t.Errorf("receiver %+v", sb)
 			}
+			// On loopback a GSO send reaches a GRO socket whole.
+			if sb.RxGROBatches == 0 {
+				t.Errorf("receiver %+v: nothing arrived coalesced", sb)
+			}
+			t.Logf("%s: %d GSO sends, %d coalesced receives", fam, sa.TxGSOBatches, sb.RxGROBatches)
 		})
 	}
 }
@@ -95,6 +100,33 @@ func (c *refusingConn) WriteBatch(ms []ipv4.Message, flags int) (int, error) {
 		}
 	}
 	return c.batchConn.WriteBatch(ms, flags)
+}
+
+// TestNoGRO receives the same runs datagram by datagram.
+func TestNoGRO(t *testing.T) {
+	linktest.NoLeaks(t)
+	a, _ := pair4(t, Config{})
+	b := open(t, Config{Addrs: []netip.Addr{lo2}})
+	rx := linktest.NewCollector()
+	if err := b.Start(rx); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+	pkts, sizes := gsoBatch(src, dst)
+	if err := a.Send(pkts); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkts {
+		link.Put(p)
+	}
+	for i, r := range rx.WaitFor(t, len(sizes)) {
+		if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
+			t.Errorf("packet %d: %s", i, msg)
+		}
+	}
+	if s := b.Stats(); s.RxGROBatches != 0 || s.RxBadICRC != 0 {
+		t.Errorf("receiver %+v", s)
+	}
 }
 
 // TestGSOFallback has the kernel refuse segmentation: the link stops using

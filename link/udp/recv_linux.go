@@ -4,6 +4,13 @@
 // and source-address buffers are set up once per socket, so receiving
 // allocates nothing per datagram (x/net's ReadBatch allocates a
 // *net.UDPAddr for each).
+//
+// With UDP_GRO (Linux 5.0 and later) the kernel may hand over several
+// datagrams of one flow as one, with their size in a control message: each
+// message then reads into its packet's buffer and, past its end, into an
+// overflow buffer of the socket; the first datagram stays in place and the
+// others are copied into packets of their own, each checked as if it had
+// come alone.
 
 package udp
 
@@ -37,14 +44,49 @@ type receiver struct {
 	errno syscall.Errno // its error
 	read  func(fd uintptr) bool
 	zones map[uint32]string // IPv6 scope IDs seen, by interface name
+
+	// UDP_GRO
+	gro  bool
+	over [][]byte // per message: where a coalesced message goes past its packet
+	ctrl []byte   // per message: room for the UDP_GRO control message
+	segs []*link.Packet
+	oks  []bool
 }
 
-func newReceiver(rc syscall.RawConn, pkts []*link.Packet) *receiver {
+// groCtrl is the room for a UDP_GRO control message (an int).
+var groCtrl = unix.CmsgSpace(4)
+
+// groMax is the largest coalesced message: one UDP datagram's payload.
+const groMax = 65535
+
+func newReceiver(rc syscall.RawConn, pkts []*link.Packet, gro bool) *receiver {
 	n := len(pkts)
 	r := &receiver{rc: rc, hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n),
-		names: make([]unix.RawSockaddrInet6, n), pkts: pkts}
+		names: make([]unix.RawSockaddrInet6, n), pkts: pkts, gro: gro}
+	if gro {
+		r.iovs = make([]unix.Iovec, 2*n)
+		r.over = make([][]byte, n)
+		for i := range r.over {
+			r.over[i] = make([]byte, groMax-link.BufSize+1)
+		}
+		r.ctrl = make([]byte, n*groCtrl)
+	}
 	r.read = r.recvmmsg
 	return r
+}
+
+// enableGRO asks the socket for coalesced receives and reports whether it
+// takes them.
+func enableGRO(c *net.UDPConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	rc.Control(func(fd uintptr) {
+		ok = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+	})
+	return ok
 }
 
 // recvmmsg is the RawConn.Read callback: it reads what the socket holds
@@ -71,6 +113,20 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 // slots (the others are as the last prepare left them).
 func (r *receiver) prepare(k int) {
 	for i := range k {
+		if r.gro {
+			iov := r.iovs[2*i : 2*i+2]
+			iov[0].Base = &r.pkts[i].Buf[0]
+			iov[0].SetLen(link.BufSize)
+			iov[1].Base = &r.over[i][0]
+			iov[1].SetLen(len(r.over[i]))
+			h := &r.hdrs[i].hdr
+			*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&r.names[i])), Namelen: uint32(unsafe.Sizeof(r.names[i])),
+				Iov: &iov[0], Control: &r.ctrl[i*groCtrl]}
+			h.SetIovlen(2)
+			h.SetControllen(groCtrl)
+			r.hdrs[i].n = 0
+			continue
+		}
 		iov := &r.iovs[i]
 		iov.Base = &r.pkts[i].Buf[0]
 		iov.SetLen(link.BufSize)
@@ -79,6 +135,68 @@ func (r *receiver) prepare(k int) {
 		h.SetIovlen(1)
 		r.hdrs[i].n = 0
 	}
+}
+
+// segSize returns the size of the datagrams coalesced in message i of n
+// bytes: the UDP_GRO control message's, or n.
+func (r *receiver) segSize(i, n int) int {
+	h := &r.hdrs[i].hdr
+	c := r.ctrl[i*groCtrl : i*groCtrl+groCtrl]
+	if int(h.Controllen) < unix.CmsgLen(4) {
+		return n
+	}
+	ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+	if ch.Level != unix.IPPROTO_UDP || ch.Type != unix.UDP_GRO {
+		return n
+	}
+	s := int(*(*int32)(unsafe.Pointer(&c[unix.CmsgLen(0)])))
+	if s <= 0 || s > n {
+		return n
+	}
+	return s
+}
+
+// copySeg copies bytes [off, off+n) of message i, which continue from its
+// packet's buffer into its overflow buffer, to dst.
+func (r *receiver) copySeg(dst []byte, i, off, n int) {
+	b0 := r.pkts[i].Buf[:link.BufSize]
+	c := 0
+	if off < len(b0) {
+		c = copy(dst[:n], b0[off:])
+	}
+	if c < n {
+		copy(dst[c:n], r.over[i][off+c-len(b0):])
+	}
+}
+
+// split turns the k messages received into packets: each message's first
+// datagram stays in its packet, the others are copied into new ones, and
+// each is checked. It returns the packets and their verdicts, in order.
+func (l *Link) split(sk *socket, r *receiver, k int) ([]*link.Packet, []bool) {
+	segs, oks := r.segs[:0], r.oks[:0]
+	for i := range k {
+		n := int(r.hdrs[i].n)
+		src := r.source(i)
+		s := r.segSize(i, n)
+		if s < n {
+			l.ctr.RxGROBatches.Add(1)
+		}
+		segs = append(segs, r.pkts[i])
+		oks = append(oks, l.accept(sk, r.pkts[i], min(n, s), src))
+		for off := s; off < n; off += s {
+			ln := min(s, n-off)
+			if ln >= link.BufSize {
+				l.ctr.RxMalformed.Add(1)
+				continue
+			}
+			p := link.Get()
+			r.copySeg(p.Buf, i, off, ln)
+			segs = append(segs, p)
+			oks = append(oks, l.accept(sk, p, ln, src))
+		}
+	}
+	r.segs, r.oks = segs, oks
+	return segs, oks
 }
 
 // source decodes the sender of message i.
@@ -142,7 +260,7 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 		l.log.Error("udp: receive: no raw socket", "on", sk.local, "err", err)
 		return
 	}
-	r := newReceiver(rc, pkts)
+	r := newReceiver(rc, pkts, sk.gro)
 	r.prepare(n)
 	var errs int
 	for {
@@ -156,10 +274,42 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			}
 			continue
 		}
+		if r.gro {
+			segs, oks := l.split(sk, r, r.k)
+			batch = l.deliverSegs(h, segs, oks, batch)
+			for i := range r.k {
+				pkts[i] = link.Get() // the old ones went back with the segments
+			}
+			r.prepare(r.k)
+			continue
+		}
 		for i := range r.k {
 			ok[i] = l.accept(sk, pkts[i], int(r.hdrs[i].n), r.source(i))
 		}
 		batch = l.deliver(h, pkts, ok, batch, r.k)
 		r.prepare(r.k) // the packets delivered were replaced
 	}
+}
+
+// deliverSegs hands the accepted packets of segs to h as one batch, then
+// returns every one of them to the pool.
+func (l *Link) deliverSegs(h link.Handler, segs []*link.Packet, oks []bool, batch []*link.Packet) []*link.Packet {
+	if len(segs) > 0 && !l.state.Up() && l.watch == nil {
+		l.setUp(true, "received", nil)
+	}
+	batch = batch[:0]
+	for i, p := range segs {
+		if oks[i] {
+			batch = append(batch, p)
+		}
+	}
+	if len(batch) > 0 {
+		h.Receive(batch)
+		clear(batch)
+	}
+	for _, p := range segs {
+		link.Put(p)
+	}
+	clear(segs)
+	return batch
 }

@@ -160,6 +160,11 @@ type Config struct {
 	// the kernel supports it (Linux 4.18 and later), falling back by
 	// itself if the path refuses it.
 	DisableGSO bool
+	// GRO asks the kernel to coalesce received datagrams of one flow
+	// (UDP_GRO, Linux 5.0 and later); the link splits them again and
+	// checks each packet on its own. Off by default while a rare duplicate
+	// READ answer seen with it in the tests is not understood.
+	GRO bool
 }
 
 // socket is one bound UDP socket.
@@ -171,6 +176,7 @@ type socket struct {
 	conn  *net.UDPConn
 	bc    batchConn
 	gso   atomic.Bool // UDP_SEGMENT available and not refused
+	gro   bool        // UDP_GRO on: receives may hold several packets
 }
 
 // Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
@@ -277,6 +283,8 @@ func Open(cfg Config) (*Link, error) {
 	}
 	for _, sk := range socks {
 		sk.gso.Store(!cfg.DisableGSO && probeGSO(sk.conn))
+		// Before any packet can arrive, so none is left uncoalesced.
+		sk.gro = cfg.GRO && enableGRO(sk.conn)
 	}
 	if cfg.Interface != "" {
 		w, up, err := watchInterface(cfg.Interface)
