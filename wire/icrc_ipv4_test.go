@@ -102,6 +102,13 @@ func FuzzVerifyICRCAnyIPv4ID(f *testing.F) {
 		if ok != (len(pkt) >= BTHLen+ICRCLen) {
 			t.Fatalf("%d bytes, ID %#x DF %v: verified %v", len(pkt), id, df, ok)
 		}
+		// The header is recovered from the packet alone.
+		g := fr
+		g.IPv4ID, g.IPv4Frag = 0, IPv4DontFragment
+		gid, gfrag, gok := IPv4HeaderFor(&g, pkt)
+		if gok != ok || (ok && (gid != fr.IPv4ID || gfrag != fr.IPv4Frag)) {
+			t.Fatalf("%d bytes, sealed ID %#x frag %#x: recovered %#x %#x %v", len(pkt), fr.IPv4ID, fr.IPv4Frag, gid, gfrag, gok)
+		}
 	})
 }
 
