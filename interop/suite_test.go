@@ -25,6 +25,9 @@ type suite struct {
 	p   *peer.Peer
 	ctx context.Context // canceled by SIGINT or SIGTERM: the cases end, the cleanups run
 	bin string          // the softrdma command
+	// hostFlags are added to every softrdma command line (the loss phase
+	// turns UDP GSO off: see lossPhase).
+	hostFlags []string
 	out string          // captures and logs; kept on failure or with SOFTRDMA_INTEROP_OUT
 
 	mu      sync.Mutex

@@ -94,7 +94,7 @@ func (s *suite) start(ctx context.Context, sd side) (*running, error) {
 	r := &running{done: make(chan *outcome, 1)}
 	begin := time.Now()
 	if sd.Host != nil {
-		cmd := s.p.Command(ctx, s.bin, sd.Host...)
+		cmd := s.p.Command(ctx, s.bin, append(append([]string(nil), sd.Host...), s.hostFlags...)...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.WaitDelay = 5 * time.Second

@@ -37,6 +37,9 @@ type Options struct {
 	// MaxSourcePorts bounds the sockets held for source ports
 	// (udp.DefaultMaxSourcePorts if zero).
 	MaxSourcePorts int
+	// DisableGSO and GRO are udp.Config's: UDP segmentation on send is
+	// on unless disabled, coalescing on receive off unless asked for.
+	DisableGSO, GRO bool
 }
 
 // Open opens a device speaking RoCEv2 over UDP on the given local
@@ -71,7 +74,7 @@ func openUDP(addrs []netip.Addr, o Options, ifname string) (*verbs.Device, error
 		}
 	}
 	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger, Interface: ifname,
-		FixedSourcePort: o.FixedSourcePort, MaxSourcePorts: o.MaxSourcePorts})
+		FixedSourcePort: o.FixedSourcePort, MaxSourcePorts: o.MaxSourcePorts, DisableGSO: o.DisableGSO, GRO: o.GRO})
 	if err != nil {
 		return nil, err
 	}

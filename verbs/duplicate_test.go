@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softrdma/softrdma/internal/leakcheck"
 	"github.com/softrdma/softrdma/link"
@@ -27,6 +28,7 @@ type rxRecord struct {
 	psn     wire.PSN
 	payload []byte
 	atomic  uint64 // AtomicAckETH, for atomic acknowledgements
+	at      time.Time
 }
 
 // rxLog records every packet a device receives (see observed).
@@ -40,7 +42,7 @@ func (l *rxLog) add(p *link.Packet) {
 	if err != nil {
 		return
 	}
-	r := rxRecord{qpn: pkt.BTH().DestQP(), op: pkt.Opcode(), psn: pkt.BTH().PSN(), payload: bytes.Clone(pkt.Payload())}
+	r := rxRecord{qpn: pkt.BTH().DestQP(), op: pkt.Opcode(), psn: pkt.BTH().PSN(), payload: bytes.Clone(pkt.Payload()), at: time.Now()}
 	if v := pkt.AtomicAckETH(); v != nil {
 		r.atomic = v.Orig()
 	}
@@ -197,13 +199,18 @@ func testDuplicateRequests(t *testing.T, transport string) {
 
 	// The READ that the duplicates below repeat, or pretend to.
 	mark := rx.len()
+	t0 := time.Now()
 	post(t, p.qa, SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, readLen)},
 		RemoteAddr: mb.Addr() + readOff, RKey: mb.RKey()})
 	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 1, Success, WCRDMARead)
 	resps := rx.since(mark)
 	if len(resps) != 4 || resps[0].op != wire.RCReadResponseFirst {
 		for _, r := range resps {
-			t.Logf("op %v psn %#x payload %d", r.op, r.psn, len(r.payload))
+			t.Logf("op %v psn %#x payload %d at +%v", r.op, r.psn, len(r.payload), r.at.Sub(t0))
+		}
+		for _, d := range []*Device{p.da, p.db} {
+			st := d.Stats()
+			t.Logf("%s: dup %d outofseq %d dupdropped %d link %+v", d.Name(), st.RxDuplicate.Load(), st.RxOutOfSeq.Load(), st.RxDuplicateDropped.Load(), d.link.Stats())
 		}
 		t.Fatalf("READ answered with %d packets", len(resps))
 	}

@@ -7,6 +7,7 @@ package verbs
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -37,7 +38,7 @@ var udpNoGSO, udpGRO bool
 func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link) (*Device, *Device) {
 	t.Helper()
 	open := func(a string, port uint16) (*udp.Link, error) {
-		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, GRO: udpGRO})
+		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, GRO: udpGRO || os.Getenv("XGRO") != ""})
 	}
 	var la, lb *udp.Link
 	var err error

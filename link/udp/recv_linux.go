@@ -59,15 +59,30 @@ var groCtrl = unix.CmsgSpace(4)
 // groMax is the largest coalesced message: one UDP datagram's payload.
 const groMax = 65535
 
-func newReceiver(rc syscall.RawConn, pkts []*link.Packet, gro bool) *receiver {
+// groMsgs is how many messages one recvmmsg takes with GRO: each may hold
+// up to 64 KiB (some dozens of packets), and each needs an overflow buffer
+// that size.
+const groMsgs = 8
+
+// groOverflow is the overflow room of one socket's receiver with GRO,
+// allocated when the socket is opened so that no reader allocates
+// megabytes while traffic has started.
+func groOverflow() []byte { return make([]byte, groMsgs*(groMax-link.BufSize+1)) }
+
+func newReceiver(rc syscall.RawConn, pkts []*link.Packet, over []byte) *receiver {
 	n := len(pkts)
+	gro := over != nil
+	if gro {
+		n = min(n, groMsgs)
+	}
 	r := &receiver{rc: rc, hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n),
 		names: make([]unix.RawSockaddrInet6, n), pkts: pkts, gro: gro}
 	if gro {
 		r.iovs = make([]unix.Iovec, 2*n)
 		r.over = make([][]byte, n)
+		size := groMax - link.BufSize + 1
 		for i := range r.over {
-			r.over[i] = make([]byte, groMax-link.BufSize+1)
+			r.over[i] = over[i*size : (i+1)*size : (i+1)*size]
 		}
 		r.ctrl = make([]byte, n*groCtrl)
 	}
@@ -112,7 +127,7 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 // prepare points the first k headers at their packets' buffers and address
 // slots (the others are as the last prepare left them).
 func (r *receiver) prepare(k int) {
-	for i := range k {
+	for i := range min(k, len(r.hdrs)) {
 		if r.gro {
 			iov := r.iovs[2*i : 2*i+2]
 			iov[0].Base = &r.pkts[i].Buf[0]
@@ -260,7 +275,7 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 		l.log.Error("udp: receive: no raw socket", "on", sk.local, "err", err)
 		return
 	}
-	r := newReceiver(rc, pkts, sk.gro)
+	r := newReceiver(rc, pkts, sk.groBuf)
 	r.prepare(n)
 	var errs int
 	for {

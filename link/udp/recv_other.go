@@ -66,3 +66,5 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 
 // enableGRO: coalesced receives are Linux's.
 func enableGRO(*net.UDPConn) bool { return false }
+
+func groOverflow() []byte { return nil }

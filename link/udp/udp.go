@@ -176,7 +176,9 @@ type socket struct {
 	conn  *net.UDPConn
 	bc    batchConn
 	gso   atomic.Bool // UDP_SEGMENT available and not refused
-	gro   bool        // UDP_GRO on: receives may hold several packets
+	// With UDP_GRO on (receives may hold several packets): where the
+	// reader's messages continue past their packets' buffers.
+	groBuf []byte
 }
 
 // Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
@@ -284,7 +286,9 @@ func Open(cfg Config) (*Link, error) {
 	for _, sk := range socks {
 		sk.gso.Store(!cfg.DisableGSO && probeGSO(sk.conn))
 		// Before any packet can arrive, so none is left uncoalesced.
-		sk.gro = cfg.GRO && enableGRO(sk.conn)
+		if cfg.GRO && enableGRO(sk.conn) {
+			sk.groBuf = groOverflow()
+		}
 	}
 	if cfg.Interface != "" {
 		w, up, err := watchInterface(cfg.Interface)

@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -72,6 +73,17 @@ type Flags struct {
 	Bind string
 	// RoCEPort is the UDP port bound and sent to, --roce-port (4791).
 	RoCEPort uint
+	// NoGSO sends every packet as its own datagram, --gso=false.
+	NoGSO bool
+}
+
+// RegisterGSO defines --gso on fs.
+func (f *Flags) RegisterGSO(fs *flag.FlagSet) {
+	fs.BoolFunc("gso", "send runs of equal-sized packets as one UDP GSO send (default true; --gso=false sends datagram by datagram)", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		f.NoGSO = !on
+		return err
+	})
 }
 
 // Register defines the flags on fs.
@@ -88,6 +100,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Pcap, "pcap", "", "write every RoCEv2 packet sent and received to `file` (pcap, raw IP)")
 	fs.StringVar(&f.Bind, "bind", "", "bind these comma-separated `addresses` instead of an interface (softrdma extension)")
 	fs.UintVar(&f.RoCEPort, "roce-port", link.DefaultPort, "UDP `port` to bind and send RoCEv2 to (softrdma extension)")
+	f.RegisterGSO(fs)
 }
 
 // Device is a device opened by Open, with the GID the tool uses.
@@ -169,7 +182,7 @@ func (f *Flags) OpenAddrs(addrs []netip.Addr, ifc *net.Interface, name string, p
 	if peerPort == 0 {
 		peerPort = port
 	}
-	ul, err := udp.Open(udp.Config{Addrs: addrs, Port: port, Logger: log})
+	ul, err := udp.Open(udp.Config{Addrs: addrs, Port: port, Logger: log, DisableGSO: f.NoGSO})
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("UDP port %d is already in use on %v (Linux rxe or another softrdma bound there; choose other addresses with --bind): %w", port, addrs, err)
