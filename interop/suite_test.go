@@ -28,7 +28,7 @@ type suite struct {
 	// hostFlags are added to every softrdma command line (the loss phase
 	// turns UDP GSO off: see lossPhase).
 	hostFlags []string
-	out string          // captures and logs; kept on failure or with SOFTRDMA_INTEROP_OUT
+	out       string // captures and logs; kept on failure or with SOFTRDMA_INTEROP_OUT
 
 	mu      sync.Mutex
 	timings []string

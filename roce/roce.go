@@ -37,9 +37,10 @@ type Options struct {
 	// MaxSourcePorts bounds the sockets held for source ports
 	// (udp.DefaultMaxSourcePorts if zero).
 	MaxSourcePorts int
-	// DisableGSO and GRO are udp.Config's: UDP segmentation on send is
-	// on unless disabled, coalescing on receive off unless asked for.
-	DisableGSO, GRO bool
+	// DisableGSO and DisableGRO are udp.Config's: UDP segmentation on
+	// send and coalescing on receive, both on by default where the kernel
+	// has them.
+	DisableGSO, DisableGRO bool
 }
 
 // Open opens a device speaking RoCEv2 over UDP on the given local
@@ -74,7 +75,7 @@ func openUDP(addrs []netip.Addr, o Options, ifname string) (*verbs.Device, error
 		}
 	}
 	l, err := udp.Open(udp.Config{Addrs: addrs, Port: o.Port, ICRCPolicy: o.ICRCPolicy, Logger: o.Logger, Interface: ifname,
-		FixedSourcePort: o.FixedSourcePort, MaxSourcePorts: o.MaxSourcePorts, DisableGSO: o.DisableGSO, GRO: o.GRO})
+		FixedSourcePort: o.FixedSourcePort, MaxSourcePorts: o.MaxSourcePorts, DisableGSO: o.DisableGSO, DisableGRO: o.DisableGRO})
 	if err != nil {
 		return nil, err
 	}

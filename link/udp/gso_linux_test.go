@@ -38,9 +38,9 @@ func TestGSO(t *testing.T) {
 			linktest.NoLeaks(t)
 			var a, b *Link
 			if fam == "ipv4" {
-				a, b = pair4(t, Config{GRO: true})
+				a, b = pair4(t, Config{})
 			} else {
-				a, b = pair6(t, Config{GRO: true})
+				a, b = pair6(t, Config{})
 			}
 			if !a.socks[0].gso.Load() {
 				t.Skip("this kernel has no UDP_SEGMENT")
@@ -106,7 +106,7 @@ func (c *refusingConn) WriteBatch(ms []ipv4.Message, flags int) (int, error) {
 func TestNoGRO(t *testing.T) {
 	linktest.NoLeaks(t)
 	a, _ := pair4(t, Config{})
-	b := open(t, Config{Addrs: []netip.Addr{lo2}})
+	b := open(t, Config{Addrs: []netip.Addr{lo2}, DisableGRO: true})
 	rx := linktest.NewCollector()
 	if err := b.Start(rx); err != nil {
 		t.Fatal(err)

@@ -160,11 +160,12 @@ type Config struct {
 	// the kernel supports it (Linux 4.18 and later), falling back by
 	// itself if the path refuses it.
 	DisableGSO bool
-	// GRO asks the kernel to coalesce received datagrams of one flow
-	// (UDP_GRO, Linux 5.0 and later); the link splits them again and
-	// checks each packet on its own. Off by default while a rare duplicate
-	// READ answer seen with it in the tests is not understood.
-	GRO bool
+	// DisableGRO receives datagram by datagram. By default the link asks
+	// the kernel to coalesce received datagrams of one flow (UDP_GRO,
+	// Linux 5.0 and later: a GSO send on loopback arrives whole) and
+	// splits them again, checking each packet on its own; it costs 512 KiB
+	// of buffers per receiving socket.
+	DisableGRO bool
 }
 
 // socket is one bound UDP socket.
@@ -286,7 +287,7 @@ func Open(cfg Config) (*Link, error) {
 	for _, sk := range socks {
 		sk.gso.Store(!cfg.DisableGSO && probeGSO(sk.conn))
 		// Before any packet can arrive, so none is left uncoalesced.
-		if cfg.GRO && enableGRO(sk.conn) {
+		if !cfg.DisableGRO && enableGRO(sk.conn) {
 			sk.groBuf = groOverflow()
 		}
 	}
