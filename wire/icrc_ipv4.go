@@ -122,10 +122,28 @@ func VerifyICRCAnyIPv4ID(f *Framing, pkt []byte) bool {
 	if len(pkt) < BTHLen+ICRCLen {
 		return false
 	}
-	g := *f
-	g.IPv4ID, g.IPv4Frag = 0, 0
-	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(&g, pkt)
-	return basisFor(len(pkt)).reduces(diff)
+	_, some := CheckICRCIPv4(f, pkt)
+	return some
+}
+
+// CheckICRCIPv4 computes the ICRC of pkt once and reports whether it is
+// right for framing f exactly, and whether it is right for f with some
+// IPv4 Identification and Don't Fragment flag (VerifyICRCAnyIPv4ID). The
+// ICRC is affine in those bits, so the difference from f's own ICRC lies
+// in the span of their contributions whatever f's values are. For IPv6
+// framing both answers are the exact check's.
+func CheckICRCIPv4(f *Framing, pkt []byte) (exact, some bool) {
+	if len(pkt) < BTHLen+ICRCLen {
+		return false, false
+	}
+	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(f, pkt)
+	if diff == 0 {
+		return true, true
+	}
+	if !f.IsIPv4() {
+		return false, false
+	}
+	return false, basisFor(len(pkt)).reduces(diff)
 }
 
 // IPv4HeaderFor returns an IPv4 Identification and flags/fragment-offset
@@ -137,18 +155,18 @@ func IPv4HeaderFor(f *Framing, pkt []byte) (id, frag uint16, ok bool) {
 	if !f.IsIPv4() || len(pkt) < BTHLen+ICRCLen {
 		return 0, 0, false
 	}
-	if VerifyICRC(f, pkt) {
+	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(f, pkt)
+	if diff == 0 {
 		return f.IPv4ID, f.IPv4Frag, true
 	}
-	g := *f
-	g.IPv4ID, g.IPv4Frag = 0, 0
-	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(&g, pkt)
+	// The bits found are those that differ from f's.
 	bits, ok := basisFor(len(pkt)).solve(diff)
 	if !ok {
 		return 0, 0, false
 	}
+	frag = f.IPv4Frag
 	if bits&(1<<16) != 0 {
-		frag = IPv4DontFragment
+		frag ^= IPv4DontFragment
 	}
-	return uint16(bits), frag, true
+	return f.IPv4ID ^ uint16(bits), frag, true
 }

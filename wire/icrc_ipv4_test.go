@@ -153,3 +153,29 @@ func TestIPv4HeaderFor(t *testing.T) {
 		t.Fatal("an IPv4 header for IPv6 framing")
 	}
 }
+
+// TestCheckICRCIPv4 gives both answers from one CRC: exact for the framing
+// as sealed, some for another Identification and DF, neither for a
+// corrupted packet.
+func TestCheckICRCIPv4(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 13))
+	for range 500 {
+		f, pkt := sealedIPv4(r, BTHLen+ICRCLen+4*r.IntN(300))
+		if exact, some := CheckICRCIPv4(&f, pkt); !exact || !some {
+			t.Fatalf("as sealed: exact %v some %v", exact, some)
+		}
+		g := f
+		g.IPv4ID ^= 1 + uint16(r.IntN(0xFFFE))
+		if exact, some := CheckICRCIPv4(&g, pkt); exact || !some {
+			t.Fatalf("other ID: exact %v some %v", exact, some)
+		}
+	}
+	f, pkt := sealedIPv4(r, 200)
+	pkt[40] ^= 0x08
+	if exact, _ := CheckICRCIPv4(&f, pkt); exact {
+		t.Fatal("a corrupted packet verified exactly")
+	}
+	if exact, some := CheckICRCIPv4(&f, pkt[:BTHLen+ICRCLen-1]); exact || some {
+		t.Fatal("a truncated packet verified")
+	}
+}

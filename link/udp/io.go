@@ -410,14 +410,15 @@ func (l *Link) accept(sk *socket, p *link.Packet, n int, src netip.AddrPort) boo
 			Src: src.Addr(), Dst: sk.addr, SrcPort: src.Port(), DstPort: sk.local.Port(),
 			IPv4Frag: wire.IPv4DontFragment,
 		}
-		if !wire.VerifyICRC(&fr, p.Data()) {
+		// One CRC answers both questions.
+		if exact, some := wire.CheckICRCIPv4(&fr, p.Data()); !exact {
 			switch {
 			case !sk.is4 || l.policy == StrictIPv4:
 				l.ctr.RxBadICRC.Add(1)
 				return false
 			case l.policy == VerifyIPv4Zero:
 				l.ctr.RxICRCUnchecked.Add(1)
-			case wire.VerifyICRCAnyIPv4ID(&fr, p.Data()):
+			case some:
 				l.ctr.RxICRCAnyID.Add(1)
 			default:
 				l.ctr.RxBadICRC.Add(1)
