@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/softrdma/softrdma/link"
@@ -75,7 +76,49 @@ func TestZeroChecksumIPv6(t *testing.T) {
 // one or a timeout passes.
 type capture struct{ fd int }
 
-func newCapture(t *testing.T) *capture {
+// udpPortFilter is a classic BPF program for a SOCK_DGRAM packet socket
+// (frames start at the IP header) that keeps UDP datagrams to or from
+// port, IPv4 without options or IPv6 without extension headers: the
+// socket's queue then holds only the test's packets, not the loopback
+// traffic of tests running in parallel.
+func udpPortFilter(t *testing.T, port uint16) []unix.SockFilter {
+	p := uint32(port)
+	prog, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x40, SkipFalse: 7},
+		// IPv4
+		bpf.LoadAbsolute{Off: 9, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 17, SkipFalse: 4},
+		bpf.LoadAbsolute{Off: 20, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: 11},
+		bpf.LoadAbsolute{Off: 22, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: 9},
+		bpf.RetConstant{Val: 0},
+		// IPv6
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x60, SkipFalse: 6},
+		bpf.LoadAbsolute{Off: 6, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 17, SkipFalse: 4},
+		bpf.LoadAbsolute{Off: 40, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: 3},
+		bpf.LoadAbsolute{Off: 42, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: 1},
+		bpf.RetConstant{Val: 0},
+		bpf.RetConstant{Val: 1 << 16},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, ins := range prog {
+		out[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	return out
+}
+
+// newCapture opens a packet socket on lo that sees the UDP datagrams to
+// or from the given ports.
+func newCapture(t *testing.T, ports ...uint16) *capture {
 	t.Helper()
 	proto := int(htons(unix.ETH_P_ALL))
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
@@ -89,6 +132,13 @@ func newCapture(t *testing.T) *capture {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
 		t.Skipf("no lo: %v", err)
+	}
+	// The filter goes on before bind, so nothing unfiltered is queued.
+	for _, port := range ports {
+		f := udpPortFilter(t, port)
+		if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}); err != nil {
+			t.Fatalf("attach filter: %v", err)
+		}
 	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: lo.Index}); err != nil {
 		t.Fatalf("bind packet socket: %v", err)
@@ -136,13 +186,17 @@ func htons(v uint16) uint16 {
 // Identification 0 and Don't Fragment, and ICRCs that verify against the
 // real headers, IPv4 and IPv6, as a peer reading raw frames would.
 func TestWireHeaders(t *testing.T) {
-	c := newCapture(t)
 	// On loopback a GSO send is captured whole, before it is cut into
 	// datagrams: look at datagrams sent one by one.
 	a4, b4 := pair4(t, Config{DisableGSO: true})
 	a6, b6 := pair6(t, Config{DisableGSO: true})
-	for _, p := range [][2]*Link{{a4, b4}, {a6, b6}} {
-		a, b := p[0], p[1]
+	c4 := newCapture(t, a4.Port())
+	c6 := newCapture(t, b6.Port())
+	for _, p := range []struct {
+		a, b *Link
+		c    *capture
+	}{{a4, b4, c4}, {a6, b6, c6}} {
+		a, b, c := p.a, p.b, p.c
 		src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
 		var pkts []*link.Packet
 		for i := range uint32(3) {
