@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"hash/crc32"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -177,5 +178,23 @@ func TestCheckICRCIPv4(t *testing.T) {
 	}
 	if exact, some := CheckICRCIPv4(&f, pkt[:BTHLen+ICRCLen-1]); exact || some {
 		t.Fatal("a truncated packet verified")
+	}
+}
+
+// TestCRCUpdate checks the prefix CRC against hash/crc32 for every length
+// up to a few steps of eight and random contents and starting values.
+func TestCRCUpdate(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	for n := range 80 {
+		p := make([]byte, n)
+		for range 20 {
+			for i := range p {
+				p[i] = byte(r.Uint32())
+			}
+			init := r.Uint32()
+			if got, want := crcUpdate(init, p), crc32.Update(init, crc32.IEEETable, p); got != want {
+				t.Fatalf("%d bytes from %#x: %#x, want %#x", n, init, got, want)
+			}
+		}
 	}
 }
