@@ -44,10 +44,12 @@ func (p *Peer) StartCapture(ctx context.Context, path string) (*Capture, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	c := &Capture{Path: path, cmd: cmd, stderr: make(chan string, 1), done: make(chan error, 1)}
+	readsDone := make(chan struct{})
+	// Wait only after stderr is read to its end (Wait closes the pipe).
+	if err := onPinnedThread(cmd.Start, func() { <-readsDone; c.done <- cmd.Wait() }); err != nil {
 		return nil, fmt.Errorf("peer: tcpdump: %w", err)
 	}
-	c := &Capture{Path: path, cmd: cmd, stderr: make(chan string, 1), done: make(chan error, 1)}
 	listening := make(chan string, 1)
 	go func() {
 		r := bufio.NewReader(errPipe)
@@ -62,7 +64,7 @@ func (p *Peer) StartCapture(ctx context.Context, path string) (*Capture, error) 
 		listening <- first.String()
 		rest, _ := io.ReadAll(r)
 		c.stderr <- string(rest)
-		c.done <- cmd.Wait()
+		close(readsDone)
 	}()
 	select {
 	case msg := <-listening:

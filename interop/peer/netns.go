@@ -47,3 +47,26 @@ func InNamespace(name string, fn func() error) error {
 	runtime.UnlockOSThread()
 	return ferr
 }
+
+// onPinnedThread runs start, then wait, on one locked OS thread that lives
+// until wait returns. A child started with Pdeathsig is signalled when the
+// thread that started it ends, not the process, and the Go runtime ends
+// any thread a goroutine leaves locked (InNamespace and link/udp's
+// namespace switch do, when they cannot switch back): started from an
+// ordinary goroutine, QEMU was killed in the middle of the suite when its
+// parent thread was later reused that way. start's error is returned; wait
+// runs only if start succeeded.
+func onPinnedThread(start func() error, wait func()) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Returning locked ends the thread; by then the child has exited.
+		if err := start(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		wait()
+	}()
+	return <-errc
+}

@@ -90,11 +90,11 @@ func (p *Peer) tryBoot(ctx context.Context, accel string, timeout time.Duration)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// If the test process dies, so does the guest.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	qemuErr := make(chan error, 1)
+	if err := onPinnedThread(cmd.Start, func() { qemuErr <- cmd.Wait() }); err != nil {
 		return fmt.Errorf("peer: starting qemu: %w", err)
 	}
-	p.qemu, p.qemuErr, p.accel = cmd, make(chan error, 1), accel
-	go func(ch chan error) { ch <- cmd.Wait() }(p.qemuErr)
+	p.qemu, p.qemuErr, p.accel = cmd, qemuErr, accel
 
 	err = p.waitReady(ctx, timeout)
 	if err != nil {
