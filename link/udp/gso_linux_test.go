@@ -29,6 +29,38 @@ func gsoBatch(src, dst netip.AddrPort) ([]*link.Packet, []int) {
 	return pkts, sizes
 }
 
+// collect starts b with a collector of what it receives.
+func collect(t *testing.T, b *Link) *linktest.Collector {
+	t.Helper()
+	rx := linktest.NewCollector()
+	if err := b.Start(rx); err != nil {
+		t.Fatal(err)
+	}
+	return rx
+}
+
+// sendBatch sends a gsoBatch from a to b and checks that it arrives
+// whole and in order behind the round batches before it. It returns the
+// batch's length.
+func sendBatch(t *testing.T, a, b *Link, rx *linktest.Collector, round int) int {
+	t.Helper()
+	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+	pkts, sizes := gsoBatch(src, dst)
+	if err := a.Send(pkts); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkts {
+		link.Put(p)
+	}
+	got := rx.WaitFor(t, (round+1)*len(sizes))[round*len(sizes):]
+	for i, r := range got {
+		if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
+			t.Errorf("packet %d: %s", i, msg)
+		}
+	}
+	return len(sizes)
+}
+
 // TestGSO sends runs that the link sends segmented, over IPv4 and IPv6,
 // and checks that every packet arrives whole, in order, with an ICRC that
 // verifies for the Identification its segment got.
@@ -45,29 +77,12 @@ func TestGSO(t *testing.T) {
 			if !a.socks[0].gso.Load() {
 				t.Skip("this kernel has no UDP_SEGMENT")
 			}
-			rx := linktest.NewCollector()
-			if err := b.Start(rx); err != nil {
-				t.Fatal(err)
-			}
-			src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
-			pkts, sizes := gsoBatch(src, dst)
-			if err := a.Send(pkts); err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range pkts {
-				link.Put(p)
-			}
-			got := rx.WaitFor(t, len(sizes))
-			for i, r := range got {
-				if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
-					t.Errorf("packet %d: %s", i, msg)
-				}
-			}
-			sa, sb := a.Stats(), linktest.WaitStats(b, func(s link.Stats) bool { return s.RxPackets == uint64(len(sizes)) })
+			n := sendBatch(t, a, b, collect(t, b), 0)
+			sa, sb := a.Stats(), linktest.WaitStats(b, func(s link.Stats) bool { return s.RxPackets == uint64(n) })
 			// 1100 | 63 x 1024 (64 would pass 65507 bytes) | 7 x 1024 + 600 |
 			// 1024 1024 300 | 64 64 64
-			if sa.TxGSOBatches != 5 || sa.TxPackets != uint64(len(sizes)) || sa.TxErrors != 0 {
-				t.Errorf("sender %+v: want 5 GSO sends of %d packets", sa, len(sizes))
+			if sa.TxGSOBatches != 5 || sa.TxPackets != uint64(n) || sa.TxErrors != 0 {
+				t.Errorf("sender %+v: want 5 GSO sends of %d packets", sa, n)
 			}
 			if sb.RxBadICRC != 0 || sb.RxICRCUnchecked != 0 || (fam == "ipv4") != (sb.RxICRCAnyID > 0) || sb.RxMalformed != 0 {
 				t.Errorf("receiver %+v", sb)
@@ -107,23 +122,7 @@ func TestNoGRO(t *testing.T) {
 	linktest.NoLeaks(t)
 	a, _ := pair4(t, Config{})
 	b := open(t, Config{Addrs: []netip.Addr{lo2}, DisableGRO: true})
-	rx := linktest.NewCollector()
-	if err := b.Start(rx); err != nil {
-		t.Fatal(err)
-	}
-	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
-	pkts, sizes := gsoBatch(src, dst)
-	if err := a.Send(pkts); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pkts {
-		link.Put(p)
-	}
-	for i, r := range rx.WaitFor(t, len(sizes)) {
-		if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
-			t.Errorf("packet %d: %s", i, msg)
-		}
-	}
+	sendBatch(t, a, b, collect(t, b), 0)
 	if s := b.Stats(); s.RxGROBatches != 0 || s.RxBadICRC != 0 {
 		t.Errorf("receiver %+v", s)
 	}
@@ -141,36 +140,17 @@ func TestGSOFallback(t *testing.T) {
 	}
 	rc := &refusingConn{batchConn: a.socks[0].bc}
 	a.socks[0].bc = rc
-	rx := linktest.NewCollector()
-	if err := b.Start(rx); err != nil {
-		t.Fatal(err)
-	}
-	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
-	pkts, sizes := gsoBatch(src, dst)
-	if err := a.Send(pkts); err != nil {
-		t.Fatal(err)
-	}
-	got := rx.WaitFor(t, len(sizes))
-	for i, r := range got {
-		if msg := linktest.CheckPacket(r, uint32(i), sizes[i], src, dst); msg != "" {
-			t.Errorf("packet %d: %s", i, msg)
-		}
-	}
+	rx := collect(t, b)
+	n := sendBatch(t, a, b, rx, 0)
 	if rc.refused != 1 || a.socks[0].gso.Load() {
 		t.Errorf("refused %d times, GSO still on: %v", rc.refused, a.socks[0].gso.Load())
 	}
-	if s := a.Stats(); s.TxGSOBatches != 0 || s.TxPackets != uint64(len(sizes)) || s.TxErrors != 0 {
+	if s := a.Stats(); s.TxGSOBatches != 0 || s.TxPackets != uint64(n) || s.TxErrors != 0 {
 		t.Errorf("sender %+v", s)
 	}
 	// The next batch goes out unsegmented from the start.
-	if err := a.Send(pkts); err != nil {
-		t.Fatal(err)
-	}
-	rx.WaitFor(t, 2*len(sizes))
+	sendBatch(t, a, b, rx, 1)
 	if rc.refused != 1 {
 		t.Errorf("segmentation tried again after the kernel refused it")
-	}
-	for _, p := range pkts {
-		link.Put(p)
 	}
 }

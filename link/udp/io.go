@@ -304,13 +304,21 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 		if n < 0 { // sendmmsg failed on the first message (e.g. EPERM from a firewall)
 			n = 0
 		}
+		var pkts, bytes, gso uint64 // counted once per call, not per packet
 		for _, m := range msgs[done : done+n] {
-			l.ctr.TxPackets.Add(uint64(len(m.Buffers)))
+			pkts += uint64(len(m.Buffers))
 			for _, b := range m.Buffers {
-				l.ctr.TxBytes.Add(uint64(len(b)))
+				bytes += uint64(len(b))
 			}
 			if len(m.Buffers) > 1 {
-				l.ctr.TxGSOBatches.Add(1)
+				gso++
+			}
+		}
+		if n > 0 {
+			l.ctr.TxPackets.Add(pkts)
+			l.ctr.TxBytes.Add(bytes)
+			if gso > 0 {
+				l.ctr.TxGSOBatches.Add(gso)
 			}
 		}
 		done += n
@@ -349,27 +357,27 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 	return first
 }
 
-// deliver hands the accepted packets among the first k of pkts to h as one
-// batch, then replaces those k with fresh pool packets (the Handler may not
-// keep them, so they are returned to the pool).
-func (l *Link) deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packet, k int) []*link.Packet {
-	if k > 0 && !l.state.Up() && l.watch == nil {
+// deliver hands the accepted packets among pkts (ok says which) to h as one
+// batch, then returns every one of pkts to the pool (the Handler may not
+// keep them) and clears it; the reader refills its receive slots.
+func (l *Link) deliver(h link.Handler, pkts []*link.Packet, ok []bool, batch []*link.Packet) []*link.Packet {
+	if len(pkts) > 0 && !l.state.Up() && l.watch == nil {
 		l.setUp(true, "received", nil)
 	}
 	batch = batch[:0]
-	for i := range k {
+	for i, p := range pkts {
 		if ok[i] {
-			batch = append(batch, pkts[i])
+			batch = append(batch, p)
 		}
 	}
 	if len(batch) > 0 {
 		h.Receive(batch)
 		clear(batch)
 	}
-	for i := range k {
-		link.Put(pkts[i])
-		pkts[i] = link.Get()
+	for _, p := range pkts {
+		link.Put(p)
 	}
+	clear(pkts)
 	return batch
 }
 

@@ -127,27 +127,23 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 // prepare points the first k headers at their packets' buffers and address
 // slots (the others are as the last prepare left them).
 func (r *receiver) prepare(k int) {
+	per := 1 // I/O vectors per message: the packet, and with GRO the overflow
+	if r.gro {
+		per = 2
+	}
 	for i := range min(k, len(r.hdrs)) {
+		iov := r.iovs[per*i : per*i+per]
+		iov[0].Base = &r.pkts[i].Buf[0]
+		iov[0].SetLen(link.BufSize)
+		h := &r.hdrs[i].hdr
+		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&r.names[i])), Namelen: uint32(unsafe.Sizeof(r.names[i])), Iov: &iov[0]}
+		h.SetIovlen(per)
 		if r.gro {
-			iov := r.iovs[2*i : 2*i+2]
-			iov[0].Base = &r.pkts[i].Buf[0]
-			iov[0].SetLen(link.BufSize)
 			iov[1].Base = &r.over[i][0]
 			iov[1].SetLen(len(r.over[i]))
-			h := &r.hdrs[i].hdr
-			*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&r.names[i])), Namelen: uint32(unsafe.Sizeof(r.names[i])),
-				Iov: &iov[0], Control: &r.ctrl[i*groCtrl]}
-			h.SetIovlen(2)
+			h.Control = &r.ctrl[i*groCtrl]
 			h.SetControllen(groCtrl)
-			r.hdrs[i].n = 0
-			continue
 		}
-		iov := &r.iovs[i]
-		iov.Base = &r.pkts[i].Buf[0]
-		iov.SetLen(link.BufSize)
-		h := &r.hdrs[i].hdr
-		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&r.names[i])), Namelen: uint32(unsafe.Sizeof(r.names[i])), Iov: iov}
-		h.SetIovlen(1)
 		r.hdrs[i].n = 0
 	}
 }
@@ -289,42 +285,18 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			}
 			continue
 		}
+		got, oks := pkts[:r.k], ok[:r.k]
 		if r.gro {
-			segs, oks := l.split(sk, r, r.k)
-			batch = l.deliverSegs(h, segs, oks, batch)
+			got, oks = l.split(sk, r, r.k)
+		} else {
 			for i := range r.k {
-				pkts[i] = link.Get() // the old ones went back with the segments
+				ok[i] = l.accept(sk, pkts[i], int(r.hdrs[i].n), r.source(i))
 			}
-			r.prepare(r.k)
-			continue
 		}
+		batch = l.deliver(h, got, oks, batch)
 		for i := range r.k {
-			ok[i] = l.accept(sk, pkts[i], int(r.hdrs[i].n), r.source(i))
+			pkts[i] = link.Get() // the delivered ones went back to the pool
 		}
-		batch = l.deliver(h, pkts, ok, batch, r.k)
-		r.prepare(r.k) // the packets delivered were replaced
+		r.prepare(r.k)
 	}
-}
-
-// deliverSegs hands the accepted packets of segs to h as one batch, then
-// returns every one of them to the pool.
-func (l *Link) deliverSegs(h link.Handler, segs []*link.Packet, oks []bool, batch []*link.Packet) []*link.Packet {
-	if len(segs) > 0 && !l.state.Up() && l.watch == nil {
-		l.setUp(true, "received", nil)
-	}
-	batch = batch[:0]
-	for i, p := range segs {
-		if oks[i] {
-			batch = append(batch, p)
-		}
-	}
-	if len(batch) > 0 {
-		h.Receive(batch)
-		clear(batch)
-	}
-	for _, p := range segs {
-		link.Put(p)
-	}
-	clear(segs)
-	return batch
 }

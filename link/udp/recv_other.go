@@ -60,7 +60,10 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			}
 			ok[i] = l.accept(sk, pkts[i], msgs[i].N, src)
 		}
-		batch = l.deliver(h, pkts, ok, batch, k)
+		batch = l.deliver(h, pkts[:k], ok[:k], batch)
+		for i := range k {
+			pkts[i] = link.Get()
+		}
 	}
 }
 
