@@ -156,6 +156,10 @@ type Stats struct {
 	// RxGROBatches counts receives that carried several packets coalesced
 	// by the kernel (UDP GRO); RxPackets counts their packets.
 	RxGROBatches uint64
+	// TxCalls and RxCalls count the system calls (or other link
+	// operations) that sent packets and that received them: packets per
+	// call is what batching achieves.
+	TxCalls, RxCalls uint64
 }
 
 // Counters is a set of atomic counters a link can embed and snapshot.
@@ -163,7 +167,7 @@ type Counters struct {
 	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors atomic.Uint64
 	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped atomic.Uint64
 	TxSourcePortFallback, TxGSOBatches, RxICRCAnyID  atomic.Uint64
-	RxGROBatches                                     atomic.Uint64
+	RxGROBatches, TxCalls, RxCalls                   atomic.Uint64
 }
 
 // Snapshot returns the current values.
@@ -176,6 +180,7 @@ func (c *Counters) Snapshot() Stats {
 		Dropped: c.Dropped.Load(), TxSourcePortFallback: c.TxSourcePortFallback.Load(),
 		TxGSOBatches: c.TxGSOBatches.Load(), RxICRCAnyID: c.RxICRCAnyID.Load(),
 		RxGROBatches: c.RxGROBatches.Load(),
+		TxCalls:      c.TxCalls.Load(), RxCalls: c.RxCalls.Load(),
 	}
 }
 

@@ -7,6 +7,9 @@
 // command's flags. Exit status: 0 on success and after help, 1 when the
 // command fails, 2 for a usage error, and 128 plus the signal's number
 // when interrupted (130 for Ctrl-C), without an error message.
+//
+// With SOFTRDMA_CPUPROFILE=FILE in the environment, the command writes a
+// CPU profile of its run to FILE for "go tool pprof".
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 )
@@ -93,7 +97,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	err := c.run(ctx, args[1:], stdout)
+	stopProfile, err := startProfile(os.Getenv("SOFTRDMA_CPUPROFILE"))
+	if err == nil {
+		err = c.run(ctx, args[1:], stdout)
+		stopProfile()
+	}
 	cancel()
 	select {
 	case s := <-got:
@@ -108,4 +116,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "softrdma %s: %v\n", name, err)
 	}
 	return exitStatus(err)
+}
+
+// startProfile starts a CPU profile into the file named by path, if any,
+// and returns the function that ends it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("SOFTRDMA_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("SOFTRDMA_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(errOut, "softrdma: SOFTRDMA_CPUPROFILE: %v\n", err)
+		}
+	}, nil
 }

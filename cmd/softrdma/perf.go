@@ -112,6 +112,7 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	boolFlag(&cfg.RDMACM, "connect the QPs with rdma_cm and exchange over them instead of TCP (-p is the rdma_cm port)", "R", "rdma_cm")
 	atomic := fs.String("A", "FETCH_AND_ADD", "atomic `type`: CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)")
 	showProgress := fs.Bool("progress", true, "with -a or -D, show a progress line on stderr when it is a terminal (softrdma extension)")
+	stats := fs.Bool("stats", false, "after the run, report the link's packets and system calls and the CPU time used (softrdma extension)")
 	verbose := fs.Bool("v", false, "log the device's debug messages to stderr (warnings are always logged)")
 	fs.Usage = usageFunc(fs, "perf TEST [flags]            (server)\nperf TEST [flags] SERVER     (client)", perfTests())
 	pos, err := parseFlags(fs, args[1:], out)
@@ -165,5 +166,13 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 		defer p.end()
 		cfg.Out, cfg.Progress = p.around(cfg.Out), p.size
 	}
-	return perftest.Run(ctx, cfg, dev.Device, nil)
+	if !*stats {
+		return perftest.Run(ctx, cfg, dev.Device, nil)
+	}
+	before := takeStats(dev.Link())
+	err = perftest.Run(ctx, cfg, dev.Device, nil)
+	if err == nil {
+		takeStats(dev.Link()).report(out, before)
+	}
+	return err
 }

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,6 +53,7 @@ func TestPerfCommand(t *testing.T) {
 		{"atomic_bw", []string{"-A", "CMP_AND_SWAP", "-n", "20", "-q", "2", "-t", "8"}, " 8          40 "},
 		{"write_bw", []string{"-R", "-s", "4K", "-n", "20"}, " 4096       20 "},
 		{"send_lat", []string{"--rdma_cm", "-n", "20"}, " 2       20 "},
+		{"read_bw", []string{"-s", "8K", "-n", "30", "--stats"}, " 8192       30 "},
 	} {
 		t.Run(tc.test, func(t *testing.T) {
 			roce, tcp := freePorts(t)
@@ -80,6 +83,20 @@ func TestPerfCommand(t *testing.T) {
 			for _, out := range []string{sout.String(), cout.String()} {
 				if !strings.Contains(out, tc.row) || !strings.Contains(out, " GID index       : 0\n") {
 					t.Errorf("want a row starting %q in\n%s", tc.row, out)
+				}
+				if slices.Contains(tc.flags, "--stats") {
+					// 30 READs of 8 KiB at the port's MTU (loopback: 4096) are
+					// 60 responses at least; the sides differ in which they send.
+					m := regexp.MustCompile(`(?m)^ link: sent (\d+) packets in (\d+) calls .*, received (\d+) in (\d+) calls .*\n CPU: [0-9.]+ s \(user`).FindStringSubmatch(out)
+					if m == nil {
+						t.Errorf("no link and CPU report in\n%s", out)
+						continue
+					}
+					tx, _ := strconv.Atoi(m[1])
+					rx, _ := strconv.Atoi(m[3])
+					if tx+rx < 90 || tx < 30 || rx < 30 {
+						t.Errorf("implausible counts %q in\n%s", m[0], out)
+					}
 				}
 			}
 		})

@@ -92,6 +92,7 @@ func (l *Link) Send(batch []*link.Packet) error {
 		l.ctr.TxErrors.Add(uint64(len(batch)))
 		return link.ErrDown
 	}
+	l.ctr.TxCalls.Add(1)
 	var first error
 	for _, p := range batch {
 		if err := l.send1(p); err != nil {
@@ -433,6 +434,7 @@ func (l *Link) deliver(h link.Handler, batch, good []*link.Packet) {
 		good = append(good, p)
 	}
 	if len(good) > 0 {
+		l.ctr.RxCalls.Add(1)
 		h.Receive(good)
 	}
 	clear(good)

@@ -84,6 +84,11 @@ func TestGSO(t *testing.T) {
 			if sa.TxGSOBatches != 5 || sa.TxPackets != uint64(n) || sa.TxErrors != 0 {
 				t.Errorf("sender %+v: want 5 GSO sends of %d packets", sa, n)
 			}
+			// One Send is one sendmmsg; the receiver took fewer calls than
+			// packets.
+			if sa.TxCalls != 1 || sb.RxCalls == 0 || sb.RxCalls >= sb.RxPackets {
+				t.Errorf("sender %d calls, want 1; receiver %d calls for %d packets", sa.TxCalls, sb.RxCalls, sb.RxPackets)
+			}
 			if sb.RxBadICRC != 0 || sb.RxICRCUnchecked != 0 || (fam == "ipv4") != (sb.RxICRCAnyID > 0) || sb.RxMalformed != 0 {
 				t.Errorf("receiver %+v", sb)
 			}

@@ -301,6 +301,7 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 	var first error
 	for done := 0; done < len(msgs); {
 		n, err := sk.bc.WriteBatch(msgs[done:], 0)
+		l.ctr.TxCalls.Add(1)
 		if n < 0 { // sendmmsg failed on the first message (e.g. EPERM from a firewall)
 			n = 0
 		}

@@ -285,6 +285,7 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			}
 			continue
 		}
+		l.ctr.RxCalls.Add(1)
 		got, oks := pkts[:r.k], ok[:r.k]
 		if r.gro {
 			got, oks = l.split(sk, r, r.k)

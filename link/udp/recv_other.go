@@ -47,6 +47,7 @@ func (l *Link) readLoop(sk *socket, h link.Handler) {
 			}
 			continue
 		}
+		l.ctr.RxCalls.Add(1)
 		for i := range k {
 			var src netip.AddrPort
 			if ua, isUDP := msgs[i].Addr.(*net.UDPAddr); isUDP {
