@@ -184,6 +184,9 @@ type DeviceStats struct {
 	// queue behind a READ answer was full (pace.go): only a requester
 	// exceeding its PSN window fills it.
 	RxRespQueueFull atomic.Uint64
+	// TxDeferred counts posts to a streaming QP whose packets were left
+	// for the device's pacer to send (see QP.PostSend).
+	TxDeferred atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).

@@ -8,7 +8,8 @@
 // in the QP's output queue. The first burst of an answer is generated where
 // the request is handled; the rest by the device's pacer goroutine, which
 // serves the QPs with pending output round robin, one burst each in turn,
-// and sends each burst after releasing the QP lock.
+// and sends each burst after releasing the QP lock. The pacer also sends
+// what posts to a streaming QP left in its output (see PostSend).
 
 package verbs
 
@@ -172,17 +173,25 @@ func (qp *QP) dropRespQueueLocked() {
 	qp.resp.queue = qp.resp.queue[:0]
 }
 
-// schedulePumpLocked hands the QP to the device's pacer, once.
+// schedulePumpLocked has the device's pacer generate more of the output
+// queue.
 func (qp *QP) schedulePumpLocked() {
-	if qp.resp.pumpScheduled {
+	qp.resp.pumpScheduled = true
+	qp.listLocked()
+}
+
+// listLocked hands the QP to the device's pacer, once.
+func (qp *QP) listLocked() {
+	if qp.listed {
 		return
 	}
-	qp.resp.pumpScheduled = true
+	qp.listed = true
 	qp.dev.pacer.add(qp)
 }
 
 // pacer is a device's goroutine that generates the rest of READ answers,
-// one burst per QP in turn.
+// one burst per QP in turn, and sends the packets posts have left to it
+// (see PostSend).
 type pacer struct {
 	mu     sync.Mutex
 	run    []*QP // QPs with output left, in turn order
@@ -237,9 +246,12 @@ func (p *pacer) loop() {
 		}
 		for qp := p.next(); qp != nil; qp = p.next() {
 			qp.mu.Lock()
-			qp.resp.pumpScheduled = false
-			if !qp.dead && len(qp.resp.queue) > 0 {
-				qp.pumpLocked()
+			qp.listed = false
+			if qp.resp.pumpScheduled {
+				qp.resp.pumpScheduled = false
+				if !qp.dead && len(qp.resp.queue) > 0 {
+					qp.pumpLocked()
+				}
 			}
 			qp.unlockSend()
 			select {

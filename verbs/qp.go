@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrdma/softrdma/link"
@@ -149,6 +150,13 @@ type QP struct {
 	resp responder
 
 	out []*link.Packet // packets built under mu, sent by unlockSend
+
+	// listed says the device's pacer has the QP in its run list (for the
+	// rest of a READ answer, or to send out; see pace.go). Guarded by mu.
+	listed bool
+	// lastPost is when the latest post returned (or, for one left to the
+	// pacer, began), clock nanoseconds.
+	lastPost atomic.Int64
 
 	// txMu orders the sends of the QP's packets once they have left mu:
 	// unlockSend takes it before releasing mu, so batches go out in the
@@ -300,6 +308,11 @@ func (qp *QP) Destroy() error {
 	qp.dead = true
 	qp.stopTimersLocked()
 	qp.dropRespQueueLocked()
+	for _, p := range qp.out { // left for the pacer (PostSend); not sent now
+		link.Put(p)
+	}
+	clear(qp.out)
+	qp.out = qp.out[:0]
 	qp.state = StateReset
 	qp.mu.Unlock()
 	d := qp.dev

@@ -35,7 +35,8 @@ type responder struct {
 	resIdx int
 
 	// queue holds what waits behind a READ answer being generated
-	// (pace.go); pumpScheduled says the device's pacer has the QP.
+	// (pace.go); pumpScheduled says the device's pacer is to generate
+	// more of it.
 	queue         []respItem
 	pumpScheduled bool
 }

@@ -21,7 +21,18 @@ import (
 // which request failed; the ones before it were posted.
 func (qp *QP) PostSend(wrs []SendWR) error {
 	qp.mu.Lock()
-	defer qp.unlockSend()
+	// A QP posted to in a stream has its packets left for the device's
+	// pacer to send, so that the next post overlaps the system call and
+	// the pacer sends what several posts built at once. A post after a
+	// pause (a ping-pong) sends at once, for the least latency.
+	now := qp.now()
+	if n := qp.req.Outstanding(); n >= streamOutstanding || n > 0 && now-qp.lastPost.Load() < int64(streamGap) {
+		qp.lastPost.Store(now)
+		qp.dev.stats.TxDeferred.Add(1)
+		defer qp.unlockDeferred()
+	} else {
+		defer qp.unlockPosted()
+	}
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := qp.checkSendLocked(wr); err != nil {
@@ -260,6 +271,31 @@ func (qp *QP) unlockSend() {
 	clear(qp.txOut)
 	qp.txOut = qp.txOut[:0]
 	qp.txMu.Unlock()
+}
+
+// A post is part of a stream (see PostSend) if it finds streamOutstanding
+// work requests outstanding, or one that was posted less than streamGap
+// before. A ping-pong posts a round trip apart and keeps at most one request
+// outstanding, its acknowledgement in flight.
+const (
+	streamGap         = 2 * time.Microsecond
+	streamOutstanding = 2
+)
+
+// unlockPosted is unlockSend for a post that sends its packets itself: it
+// notes when the post returns.
+func (qp *QP) unlockPosted() {
+	qp.unlockSend()
+	qp.lastPost.Store(qp.now())
+}
+
+// unlockDeferred releases the QP lock and leaves the packets built under it
+// for the device's pacer to send.
+func (qp *QP) unlockDeferred() {
+	if len(qp.out) > 0 {
+		qp.listLocked()
+	}
+	qp.mu.Unlock()
 }
 
 // flushLocked sends the packets built so far without releasing the QP
