@@ -193,6 +193,16 @@ var (
 	ErrDown = errors.New("link: down")
 )
 
+// Poller is a link that can receive on the caller's goroutine: Poll takes
+// what the link holds now, without waiting, hands it to the Handler as the
+// link's own receive path would, one batch at a time and in order with it,
+// and returns how many packets it handed over. A busy-polling device calls
+// it while its program waits for completions, so that packets are handled
+// without waking another goroutine. It must not be called from the Handler.
+type Poller interface {
+	Poll() int
+}
+
 // SourcePortReserver is a link that can prepare a UDP source port before
 // packets ask for it (Packet.Src's port): a QP's port is known when it is
 // connected, so the link can open what it needs then, on the caller's

@@ -106,6 +106,15 @@ func (cq *CQ) Cap() int { return len(cq.ring) }
 // Poll moves up to len(wc) completions into wc and returns how many. It does
 // not allocate.
 func (cq *CQ) Poll(wc []WC) int {
+	n := cq.poll(wc)
+	if n == 0 && cq.dev.busyPoll && len(wc) > 0 && cq.dev.Poll() > 0 {
+		n = cq.poll(wc)
+	}
+	return n
+}
+
+// poll moves up to len(wc) completions into wc.
+func (cq *CQ) poll(wc []WC) int {
 	cq.mu.Lock()
 	n := 0
 	for n < len(wc) && cq.n > 0 {

@@ -132,6 +132,12 @@ type Options struct {
 	RemotePort uint16
 	// Logger receives the device's logs (default slog.Default()).
 	Logger *slog.Logger
+	// BusyPoll makes CQ.Poll, when the CQ is empty, receive and handle
+	// what the link holds on the polling goroutine (Device.Poll) instead of
+	// leaving it to the link's reader to wake up: the lowest latency, for a
+	// program that polls in a loop and can spare the CPU. The reader still
+	// handles whatever arrives while nobody polls.
+	BusyPoll bool
 }
 
 // Device is an open software RDMA device bound to a link.
@@ -160,6 +166,9 @@ type Device struct {
 	events chan AsyncEvent
 	stats  DeviceStats
 	pacer  pacer // generates READ answers a burst at a time (pace.go)
+
+	poller   link.Poller // the link, if it can receive on a caller's goroutine
+	busyPoll bool        // Options.BusyPoll on a link.Poller
 
 	portDown atomic.Bool // the link reported itself down
 	portMu   sync.Mutex  // orders state changes with their events
@@ -234,6 +243,10 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 		mtu: o.MTU, rport: o.RemotePort, mrs: mem.NewTable(nil),
 		qps: make(map[wire.QPN]*QP), nextQPN: 2,
 		events: make(chan AsyncEvent, 256),
+	}
+	if p, ok := l.(link.Poller); ok {
+		d.poller = p
+		d.busyPoll = o.BusyPoll
 	}
 	// A GUID in the style of an EUI-64 with the locally administered bit.
 	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56
@@ -376,6 +389,20 @@ func (d *Device) linkState(up bool) {
 	}
 	d.log.Info("port state changed", "state", map[bool]string{true: "ACTIVE", false: "DOWN"}[up])
 	d.postEvent(ev)
+}
+
+// Poll receives and handles, on the calling goroutine, the packets the link
+// holds now, without waiting, and returns how many it handled. A program
+// that busy-polls memory an RDMA WRITE fills, rather than a CQ, calls it in
+// its loop; CQ.Poll calls it by itself with Options.BusyPoll. It returns 0
+// at once if the link cannot be polled (see link.Poller) or its reader is
+// receiving at that moment. Poll must not be called from a completion
+// channel's or an event's handler running inside the device.
+func (d *Device) Poll() int {
+	if d.poller == nil {
+		return 0
+	}
+	return d.poller.Poll()
 }
 
 // Stats returns the device's receive drop counters.

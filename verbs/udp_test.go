@@ -29,8 +29,9 @@ func newDevicesUDP(t testing.TB, v6 bool) (*Device, *Device) {
 }
 
 // udpNoGSO makes newDevicesUDP open links that send datagram by datagram
-// (benchmarks compare both ways in one run).
-var udpNoGSO, udpNoGRO bool
+// (benchmarks compare both ways in one run); udpBusyPoll opens the devices
+// with Options.BusyPoll.
+var udpNoGSO, udpNoGRO, udpBusyPoll bool
 
 // newDevicesUDPWrapped is newDevicesUDP with the first device's link wrapped
 // by wrapA, if not nil.
@@ -70,17 +71,17 @@ func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link
 		}
 	}
 	hb := new(atomic.Uint64)
-	var a link.Link = kernelHB{la, hb}
+	var a link.Link = kernelHB{la, hb, new(atomic.Uint64)}
 	if wrapA != nil {
 		a = wrapA(a)
 	}
-	da, err := Open(a, &Options{Name: "udp_a", RemotePort: lb.Port()})
+	da, err := Open(a, &Options{Name: "udp_a", RemotePort: lb.Port(), BusyPoll: udpBusyPoll})
 	if err != nil {
 		la.Close()
 		lb.Close()
 		t.Fatal(err)
 	}
-	db, err := Open(kernelHB{lb, hb}, &Options{Name: "udp_b", RemotePort: la.Port()})
+	db, err := Open(kernelHB{lb, hb, new(atomic.Uint64)}, &Options{Name: "udp_b", RemotePort: la.Port(), BusyPoll: udpBusyPoll})
 	if err != nil {
 		da.Close()
 		lb.Close()
@@ -100,7 +101,14 @@ func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link
 // and the peer's engine then reads or writes.
 type kernelHB struct {
 	link.Link
-	seq *atomic.Uint64 // shared by the links of the devices that talk
+	seq    *atomic.Uint64 // shared by the links of the devices that talk
+	polled *atomic.Uint64 // packets received by Poll
+}
+
+func (l kernelHB) Poll() int {
+	n := l.Link.(link.Poller).Poll()
+	l.polled.Add(uint64(n))
+	return n
 }
 
 func (l kernelHB) Send(batch []*link.Packet) error {
@@ -177,8 +185,9 @@ func benchPair(b *testing.B, net string) *pair {
 	// udp4: GSO and GRO (the default); udp4-nogro: GSO only; udp4-nogso:
 	// neither (on loopback GRO only ever sees GSO sends).
 	udpNoGSO, udpNoGRO = net == "udp4-nogso", net == "udp4-nogso" || net == "udp4-nogro"
+	udpBusyPoll = net == "udp4-busypoll"
 	da, db := newDevicesUDP(b, false)
-	udpNoGSO, udpNoGRO = false, false
+	udpNoGSO, udpNoGRO, udpBusyPoll = false, false, false
 	p := &pair{t: b, da: da, db: db}
 	p.connect(o)
 	return p
@@ -249,7 +258,7 @@ func BenchmarkRCWrite64K(b *testing.B) {
 // BenchmarkSendPingPong64 measures the round trip of a 64-byte SEND and its
 // 64-byte answer (ns/op), RC.
 func BenchmarkSendPingPong64(b *testing.B) {
-	for _, net := range []string{"loop", "udp4"} {
+	for _, net := range []string{"loop", "udp4", "udp4-busypoll"} {
 		b.Run(net, func(b *testing.B) {
 			const size = 64
 			p := benchPair(b, net)

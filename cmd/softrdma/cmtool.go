@@ -75,7 +75,7 @@ func addDevFlags(fs *flag.FlagSet, shortDev bool) *devFlags {
 	fs.StringVar(&df.Bind, "bind", "", "open the device on these comma-separated `addresses` (softrdma extension)")
 	fs.UintVar(&df.RoCEPort, "roce-port", 4791, "local UDP `port` of the RoCEv2 device (softrdma extension)")
 	fs.UintVar(&df.peerPort, "roce-peer-port", 0, "UDP `port` of the peer's device (default: -roce-port)")
-	df.RegisterGSO(fs)
+	df.RegisterLinkFlags(fs)
 	return df
 }
 

@@ -54,6 +54,8 @@ func TestPerfCommand(t *testing.T) {
 		{"write_bw", []string{"-R", "-s", "4K", "-n", "20"}, " 4096       20 "},
 		{"send_lat", []string{"--rdma_cm", "-n", "20"}, " 2       20 "},
 		{"read_bw", []string{"-s", "8K", "-n", "30", "--stats"}, " 8192       30 "},
+		{"write_lat", []string{"-s", "64", "-n", "200", "--busy-poll"}, " 64      200 "},
+		{"send_bw", []string{"-s", "1K", "-n", "200", "--busy-poll", "--gso=false"}, " 1024       200 "},
 	} {
 		t.Run(tc.test, func(t *testing.T) {
 			roce, tcp := freePorts(t)

@@ -305,6 +305,15 @@ func (l *Link) ReserveSourcePort(src netip.Addr, port uint16) {
 	}
 }
 
+// Poll polls inner if it is a link.Poller (what it receives is recorded
+// as the reader's is), and returns 0 otherwise.
+func (l *Link) Poll() int {
+	if p, ok := l.inner.(link.Poller); ok {
+		return p.Poll()
+	}
+	return 0
+}
+
 // Start starts the inner link with a handler that records each received
 // packet and then hands the batch to h.
 func (l *Link) Start(h link.Handler) error {

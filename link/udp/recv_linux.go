@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -251,53 +252,125 @@ func (r *receiver) zone(id uint32) string {
 }
 
 // readLoop is the receive path of one socket, run by its reader goroutine
-// until the socket is closed.
-func (l *Link) readLoop(sk *socket, h link.Handler) {
+// until the socket is closed. It parks in the runtime's network poller
+// while the socket is empty; Poll may receive from the socket meanwhile,
+// one of them at a time (rxState.mu).
+func (l *Link) readLoop(sk *socket, rx *rxState) {
 	defer l.wg.Done()
-	n := l.batch
-	pkts := make([]*link.Packet, n)
-	ok := make([]bool, n)
-	batch := make([]*link.Packet, 0, n)
-	for i := range pkts {
-		pkts[i] = link.Get()
-	}
-	defer func() {
-		for _, p := range pkts {
-			link.Put(p)
+	defer rx.release()
+	r := rx.r
+	// read takes the receive lock for a recvmmsg and keeps it if packets
+	// came, for their delivery.
+	read := func(fd uintptr) bool {
+		rx.mu.Lock()
+		if r.recvmmsg(fd) {
+			return true
 		}
-	}()
-	rc, err := sk.conn.SyscallConn()
-	if err != nil {
-		l.log.Error("udp: receive: no raw socket", "on", sk.local, "err", err)
-		return
+		rx.mu.Unlock()
+		return false
 	}
-	r := newReceiver(rc, pkts, sk.groBuf)
-	r.prepare(n)
-	var errs int
 	for {
-		err := r.rc.Read(r.read)
-		if err == nil && r.errno != 0 {
-			err = r.errno
-		}
-		if err != nil {
-			if l.readFailed(sk, err, &errs) {
+		if err := r.rc.Read(read); err != nil { // the lock is not held
+			if l.readFailed(sk, err, &rx.errs) {
 				return
 			}
 			continue
 		}
-		l.ctr.RxCalls.Add(1)
-		got, oks := pkts[:r.k], ok[:r.k]
-		if r.gro {
-			got, oks = l.split(sk, r, r.k)
-		} else {
-			for i := range r.k {
-				ok[i] = l.accept(sk, pkts[i], int(r.hdrs[i].n), r.source(i))
+		if r.errno != 0 {
+			err := r.errno
+			rx.mu.Unlock()
+			if l.readFailed(sk, err, &rx.errs) {
+				return
 			}
+			continue
 		}
-		batch = l.deliver(h, got, oks, batch)
-		for i := range r.k {
-			pkts[i] = link.Get() // the delivered ones went back to the pool
-		}
-		r.prepare(r.k)
+		l.process(sk, rx)
+		rx.mu.Unlock()
 	}
+}
+
+// rxState is one socket's receive state: its packets, the receiver and the
+// batch handed to the Handler, used by the reader goroutine and by Poll
+// under mu.
+type rxState struct {
+	mu     sync.Mutex
+	h      link.Handler
+	r      *receiver
+	pkts   []*link.Packet
+	ok     []bool
+	batch  []*link.Packet
+	errs   int
+	closed bool
+	// poll is Poll's non-blocking recvmmsg, made once (a closure made per
+	// call would be allocated per call); polled is its result.
+	poll   func(fd uintptr)
+	polled bool
+}
+
+// newRx sets up the receive state of sk for h.
+func (l *Link) newRx(sk *socket, h link.Handler) (*rxState, error) {
+	rc, err := sk.conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	n := l.batch
+	rx := &rxState{h: h, pkts: make([]*link.Packet, n), ok: make([]bool, n), batch: make([]*link.Packet, 0, n)}
+	for i := range rx.pkts {
+		rx.pkts[i] = link.Get()
+	}
+	rx.r = newReceiver(rc, rx.pkts, sk.groBuf)
+	rx.r.prepare(n)
+	rx.poll = func(fd uintptr) { rx.polled = rx.r.recvmmsg(fd) }
+	return rx, nil
+}
+
+// release returns the receive buffers to the pool once the socket is closed.
+func (rx *rxState) release() {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.closed = true
+	for _, p := range rx.pkts {
+		link.Put(p)
+	}
+}
+
+// process checks and delivers what the last recvmmsg received and returns
+// the number of packets it handed to the Handler. The caller holds rx.mu.
+func (l *Link) process(sk *socket, rx *rxState) int {
+	r := rx.r
+	l.ctr.RxCalls.Add(1)
+	got, oks := rx.pkts[:r.k], rx.ok[:r.k]
+	if r.gro {
+		got, oks = l.split(sk, r, r.k)
+	} else {
+		for i := range r.k {
+			oks[i] = l.accept(sk, rx.pkts[i], int(r.hdrs[i].n), r.source(i))
+		}
+	}
+	n := len(got)
+	rx.batch = l.deliver(rx.h, got, oks, rx.batch)
+	for i := range r.k {
+		rx.pkts[i] = link.Get() // the delivered ones went back to the pool
+	}
+	r.prepare(r.k)
+	return n
+}
+
+// pollSocket receives what sk holds now, without waiting, and delivers it
+// on the caller's goroutine; it returns the packets delivered. It gives way
+// (returns 0) while the reader goroutine is receiving.
+func (l *Link) pollSocket(sk *socket) int {
+	rx := sk.rx.Load()
+	if rx == nil || !rx.mu.TryLock() {
+		return 0
+	}
+	defer rx.mu.Unlock()
+	if rx.closed {
+		return 0
+	}
+	rx.polled = false
+	if rx.r.rc.Control(rx.poll) != nil || !rx.polled || rx.r.errno != 0 {
+		return 0 // an error is the reader's to see again on its next call
+	}
+	return l.process(sk, rx)
 }

@@ -15,10 +15,20 @@ import (
 	"github.com/softrdma/softrdma/link"
 )
 
+// rxState is one socket's receive state: here only the Handler, since Poll
+// receives nothing.
+type rxState struct{ h link.Handler }
+
+func (l *Link) newRx(_ *socket, h link.Handler) (*rxState, error) { return &rxState{h: h}, nil }
+
+// pollSocket receives nothing: only the reader goroutine receives here.
+func (l *Link) pollSocket(*socket) int { return 0 }
+
 // readLoop is the receive path of one socket, run by its reader goroutine
 // until the socket is closed.
-func (l *Link) readLoop(sk *socket, h link.Handler) {
+func (l *Link) readLoop(sk *socket, rx *rxState) {
 	defer l.wg.Done()
+	h := rx.h
 	n := l.batch
 	msgs := make([]ipv4.Message, n)
 	bufs := make([][]byte, n)

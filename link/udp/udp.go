@@ -180,6 +180,7 @@ type socket struct {
 	// With UDP_GRO on (receives may hold several packets): where the
 	// reader's messages continue past their packets' buffers.
 	groBuf []byte
+	rx     atomic.Pointer[rxState] // set by Start
 }
 
 // Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
@@ -405,12 +406,36 @@ func (l *Link) Start(h link.Handler) error {
 	if l.started {
 		return link.ErrStarted
 	}
+	rxs := make([]*rxState, len(l.socks))
+	for i, s := range l.socks {
+		rx, err := l.newRx(s, h)
+		if err != nil {
+			return fmt.Errorf("udp: start: %w", err)
+		}
+		rxs[i] = rx
+	}
 	l.started = true
-	for _, s := range l.socks {
+	for i, s := range l.socks {
+		s.rx.Store(rxs[i])
 		l.wg.Add(1)
-		go l.readLoop(s, h)
+		go l.readLoop(s, rxs[i])
 	}
 	return nil
+}
+
+// Poll receives what the link's sockets hold now, without waiting, and
+// hands it to the Handler on the caller's goroutine, as the reader
+// goroutines would (link.Poller). It returns the number of packets handed
+// over: 0 if there were none, if a reader was receiving from the socket at
+// that moment, or where the platform's receive path cannot be shared
+// (only Linux's can). Busy-polling devices call it instead of waiting for
+// the readers to wake.
+func (l *Link) Poll() int {
+	n := 0
+	for _, s := range l.socks {
+		n += l.pollSocket(s)
+	}
+	return n
 }
 
 // Close closes the sockets and waits for the reader goroutines to exit, so

@@ -221,7 +221,8 @@ func TestWireHeaders(t *testing.T) {
 // TestRecvAllocs measures allocations per batch sent and received, IPv4 and
 // IPv6: the reader goroutine's recvmmsg path allocates nothing per datagram
 // (x/net's ReadBatch made two allocations per datagram), and Send nothing
-// per batch. Both goroutines count: AllocsPerRun reads process-wide totals.
+// per batch; nor does Poll. Both goroutines count: AllocsPerRun reads
+// process-wide totals.
 func TestRecvAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items")
@@ -232,10 +233,12 @@ func TestRecvAllocs(t *testing.T) {
 	}
 	a4, b4 := pair4(t, Config{})
 	a6, b6 := mk6()
+	ap, bp := pair4(t, Config{})
 	for _, c := range []struct {
 		name   string
 		tx, rx *Link
-	}{{"IPv4", a4, b4}, {"IPv6", a6, b6}} {
+		poll   bool // the waiting loop receives with Poll
+	}{{"IPv4", a4, b4, false}, {"IPv6", a6, b6, false}, {"IPv4 polled", ap, bp, true}} {
 		var got atomic.Int64
 		from := linktest.Endpoint(c.tx)
 		if err := c.rx.Start(link.HandlerFunc(func(batch []*link.Packet) {
@@ -262,7 +265,9 @@ func TestRecvAllocs(t *testing.T) {
 			want += n
 			// Wait without timers (they allocate); the deadline bounds it.
 			for end := time.Now().Add(2 * time.Second); got.Load() < want && time.Now().Before(end); {
-				runtime.Gosched()
+				if !c.poll || c.rx.Poll() == 0 {
+					runtime.Gosched()
+				}
 			}
 		})
 		if err != nil {

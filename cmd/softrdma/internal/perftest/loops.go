@@ -83,15 +83,24 @@ func (k *clock) advance(now time.Duration) int {
 // (Not a sleep: Go rounds sleeps below a millisecond up to one when the
 // process is otherwise idle.) Measured on a loaded 2-CPU host, two
 // processes: write_lat 3 ms typical spinning, 45-60 us yielding.
+//
+// With Config.BusyPoll, an empty poll first has the device receive on this
+// goroutine (verbs.Device.Poll; its CQ polls do so by themselves), and
+// yields only if nothing came.
 type watchdog struct {
 	ctx  context.Context
 	last time.Time
 	what string
 	n    int
+	poll func() int // Device.Poll when busy-polling
 }
 
-func newWatchdog(ctx context.Context, what string) *watchdog {
-	return &watchdog{ctx: ctx, last: time.Now(), what: what}
+func (s *side) newWatchdog(ctx context.Context, what string) *watchdog {
+	w := &watchdog{ctx: ctx, last: time.Now(), what: what}
+	if s.cfg.BusyPoll {
+		w.poll = s.dev.Poll
+	}
+	return w
 }
 
 func (w *watchdog) progress() { w.last = time.Now() }
@@ -100,8 +109,10 @@ func (w *watchdog) progress() { w.last = time.Now() }
 // for cancellation and stalls.
 func (w *watchdog) idle() error {
 	w.n++
-	osYield()
-	runtime.Gosched()
+	if w.poll == nil || w.poll() == 0 {
+		osYield()
+		runtime.Gosched()
+	}
 	if w.n&0x3ff != 0 {
 		return nil
 	}
@@ -185,7 +196,7 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 	ccnt := make([]uint64, nq)
 	var totS, totC, sampled uint64
 	wcs := make([]verbs.WC, 16)
-	wd := newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", c.Test.Verb))
+	wd := s.newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", c.Test.Verb))
 	k := newClock(c.Duration, c.margin)
 	signaled := func(n uint64) bool {
 		return n%uint64(c.CQMod) == uint64(c.CQMod)-1 || (!dur && n == uint64(iters)-1)
@@ -333,7 +344,7 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 	total := uint64(c.Iters * len(s.qps))
 	t := &bwTimes{cqMod: 1, noPeak: true}
 	wcs := make([]verbs.WC, 16)
-	wd := newWatchdog(ctx, "waiting for SEND messages")
+	wd := s.newWatchdog(ctx, "waiting for SEND messages")
 	var k *clock
 	var rcnt, sampled uint64
 	state := stateWarmup
@@ -462,7 +473,7 @@ func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
 	wr := []verbs.SendWR{s.sendWR(0, size)}
 	wr[0].Flags |= verbs.SendSignaled
 	wc := make([]verbs.WC, 1)
-	wd := newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
+	wd := s.newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
 	return s.latLoop(size, 1, func(n uint64, l *lat) error {
 		wr[0].ID = n
 		l.mark()
@@ -479,7 +490,7 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 	postOff := size - 1
 	pollOff := len(s.qps)*s.buffSize + size - 1
 	wc := make([]verbs.WC, 1)
-	wd := newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
+	wd := s.newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
 	server := s.cfg.IsServer()
 	wait := func(want byte, l *lat) error {
 		for s.buf[pollOff] != want {
@@ -539,7 +550,7 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 	wr := []verbs.SendWR{s.sendWR(0, size)}
 	wr[0].Flags |= verbs.SendSignaled
 	wc := make([]verbs.WC, 1)
-	wd := newWatchdog(ctx, "waiting for the peer's SEND")
+	wd := s.newWatchdog(ctx, "waiting for the peer's SEND")
 	client := !c.IsServer()
 	var rcnt uint64
 	recv := func(l *lat) error {

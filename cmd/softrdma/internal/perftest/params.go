@@ -133,6 +133,10 @@ type Config struct {
 	// over an rdma_cm-connected QP instead of TCP (Port is then the
 	// rdma_cm port, TCP port space).
 	RDMACM bool
+	// BusyPoll is --busy-poll: waiting loops have the device receive on
+	// their goroutine (the device must be opened with
+	// verbs.Options.BusyPoll for its CQ polls to do the same).
+	BusyPoll bool
 
 	// Out receives the perftest-style report.
 	Out io.Writer

@@ -75,10 +75,14 @@ type Flags struct {
 	RoCEPort uint
 	// NoGSO sends every packet as its own datagram, --gso=false.
 	NoGSO bool
+	// BusyPoll is --busy-poll: the device's CQ polls receive on the polling
+	// goroutine (verbs.Options.BusyPoll).
+	BusyPoll bool
 }
 
-// RegisterGSO defines --gso on fs.
-func (f *Flags) RegisterGSO(fs *flag.FlagSet) {
+// RegisterLinkFlags defines --gso and --busy-poll on fs.
+func (f *Flags) RegisterLinkFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&f.BusyPoll, "busy-poll", false, "CQ polls receive and handle packets themselves instead of waking the receive goroutine: less latency, more CPU (softrdma extension)")
 	fs.BoolFunc("gso", "send runs of equal-sized packets as one UDP GSO send (default true; --gso=false sends datagram by datagram)", func(v string) error {
 		on, err := strconv.ParseBool(v)
 		f.NoGSO = !on
@@ -100,7 +104,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Pcap, "pcap", "", "write every RoCEv2 packet sent and received to `file` (pcap, raw IP)")
 	fs.StringVar(&f.Bind, "bind", "", "bind these comma-separated `addresses` instead of an interface (softrdma extension)")
 	fs.UintVar(&f.RoCEPort, "roce-port", link.DefaultPort, "UDP `port` to bind and send RoCEv2 to (softrdma extension)")
-	f.RegisterGSO(fs)
+	f.RegisterLinkFlags(fs)
 }
 
 // Device is a device opened by Open, with the GID the tool uses.
@@ -198,7 +202,7 @@ func (f *Flags) OpenAddrs(addrs []netip.Addr, ifc *net.Interface, name string, p
 		}
 		l = pcap.Tap(ul, pw, func(err error) { log.Error("pcap tap stopped", "err", err) })
 	}
-	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log})
+	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log, BusyPoll: f.BusyPoll})
 	if err != nil {
 		l.Close()
 		return nil, err
