@@ -88,6 +88,9 @@ func (c *Core) ack(syn wire.Syndrome, psn wire.PSN) {
 				return
 			}
 			c.nakPSN = optPSN{psn, true}
+			if c.mode == Steady {
+				c.congested(false) // once per recovery
+			}
 			c.rewind(psn)
 			c.recover()
 			return
@@ -203,6 +206,9 @@ func (c *Core) responseLost(seq uint64, w *wqe) {
 		return
 	}
 	c.sink.Count(OutOfOrder)
+	if c.mode == Steady {
+		c.congested(false)
+	}
 	w.reasked, w.reaskAt = true, w.readPkts
 	c.emit(seq, w, w.firstPSN.Add(w.readPkts), 0, 0)
 	c.recover()
@@ -233,7 +239,16 @@ func (c *Core) ackedTo(p wire.PSN) {
 			break
 		}
 	}
-	if p.After(c.ackedPSN) && !p.After(c.psn) {
+	if p.After(c.psn) {
+		// Acknowledged beyond what a rewind has sent again: the packets
+		// up to psn are. (The ones after it go again; the responder
+		// answers them as duplicates. Refusing the acknowledgement would
+		// stall a requester whose congestion window allows fewer
+		// packets than lie between psn and the responder's newest PSN.)
+		p = c.psn
+	}
+	if p.After(c.ackedPSN) {
+		c.opened(int(p.Diff(c.ackedPSN)))
 		c.ackedPSN = p
 		if m := c.mode; m == Recovering || m == RecoveringFired {
 			// Progress: a recovery goes on until recoverPSN is reached.
@@ -399,6 +414,9 @@ func (c *Core) readGap(seq uint64, w *wqe, psn wire.PSN, last bool) {
 		return
 	}
 	c.sink.Count(OutOfOrder)
+	if c.mode == Steady {
+		c.congested(false)
+	}
 	w.reasked, w.reaskAt = true, w.readPkts
 	c.emit(seq, w, w.firstPSN.Add(w.readPkts), 0, 0)
 	c.recover()
@@ -507,6 +525,7 @@ func (c *Core) Timer(now int64, g Gate) {
 		// acknowledgement it caused, was lost. Send again from the oldest
 		// unacknowledged PSN, once, without using a retry.
 		c.mode = RecoveringFired
+		c.congested(false)
 		c.rewind(c.ackedPSN)
 		c.armRetry()
 		c.progress(g)
@@ -521,6 +540,7 @@ func (c *Core) Timer(now int64, g Gate) {
 	}
 	c.retryLeft--
 	c.sink.Count(RetryTimeout)
+	c.congested(true)
 	c.rewind(c.ackedPSN)
 	c.armRetry()
 	c.progress(g)

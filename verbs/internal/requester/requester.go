@@ -27,6 +27,8 @@ const (
 	// AckEvery asks for an ACK at least every this many packets of a
 	// message.
 	AckEvery = 64
+	// MinWindow is the smallest congestion window (see Core.congested).
+	MinWindow = 4
 	// RecoveryDivisor sets the short deadline of a recovery: after a NAK
 	// or a lost READ or atomic response, a retransmission not acknowledged
 	// within 1/RecoveryDivisor of the ACK timeout is sent again once. The
@@ -264,19 +266,25 @@ type Core struct {
 	// nakPSN is the PSN the last PSN sequence NAK rewound to.
 	nakPSN optPSN
 
+	// The congestion window (RC): cwnd packets at most in flight, besides
+	// the PSN window; ssthresh is where its growth turns from one packet
+	// per packet acknowledged to one per window; acc counts the packets
+	// acknowledged towards the next. See congested.
+	cwnd, ssthresh, acc int
+
 	pkt Packet // scratch for Transmit
 }
 
 // Init sets up a requester for a send queue of depth work requests.
 func (c *Core) Init(depth int, sink Sink) {
-	*c = Core{q: make([]wqe, depth), sink: sink}
+	*c = Core{q: make([]wqe, depth), sink: sink, cwnd: MaxUnacked, ssthresh: MaxUnacked}
 }
 
 // Reset returns the requester to its state after Init (the QP's RESET).
 func (c *Core) Reset() {
 	q, sink, cfg := c.q, c.sink, c.cfg
 	clear(q)
-	*c = Core{q: q, sink: sink, cfg: cfg}
+	*c = Core{q: q, sink: sink, cfg: cfg, cwnd: MaxUnacked, ssthresh: MaxUnacked}
 }
 
 // Configure sets the QP attributes the requester follows.
@@ -463,7 +471,68 @@ func (c *Core) windowOpen(n int) bool {
 		return true
 	}
 	inFlight := int(c.psn.Diff(c.ackedPSN))
-	return inFlight == 0 || inFlight+n <= MaxUnacked
+	if inFlight == 0 {
+		return true
+	}
+	if inFlight+n > MaxUnacked {
+		return false
+	}
+	k := c.unacked()
+	return k <= 0 || k+n <= c.cwnd
+}
+
+// unacked returns how many packets sent are not acknowledged by the peer:
+// from psn back to the newest PSN it acknowledged, or to ackedPSN. It is
+// negative while a rewind resends behind PSNs the peer acknowledged (which
+// ackedPSN, held back by a READ or atomic still waiting for its response,
+// or by psn itself, may not show).
+func (c *Core) unacked() int {
+	from := c.ackedPSN
+	if pa := c.peerAcked; pa.set && pa.psn.Add(1).After(from) {
+		from = pa.psn.Add(1)
+	}
+	return int(c.psn.Diff(from))
+}
+
+// Window returns the congestion window: how many packets may be in flight
+// (at most MaxUnacked).
+func (c *Core) Window() int { return c.cwnd }
+
+// congested shrinks the congestion window after a loss: to half, or to
+// MinWindow packets after an ACK timeout (hard). A responder drops requests
+// only when they come faster than it takes them: its socket buffer
+// overflows when many QPs send to it at once. Every QP then retransmitting
+// its whole PSN window, at the same moment, would lose them again, until
+// the retry counts ran out; a window that halves at each loss and grows
+// again with the acknowledgements (by one packet per packet acknowledged up
+// to ssthresh, by one per window above it) lets them share the receiver. A
+// QP alone on a path that loses nothing keeps its whole window. The window
+// stays at MinWindow or more, every packet asking for an acknowledgement
+// there: one packet alone, or its acknowledgement, lost on a lossy path
+// would cost a retry each time.
+func (c *Core) congested(hard bool) {
+	c.ssthresh = max(c.cwnd/2, MinWindow)
+	c.cwnd = c.ssthresh
+	if hard {
+		c.cwnd = MinWindow
+	}
+	c.acc = 0
+}
+
+// opened grows the congestion window for k packets acknowledged.
+func (c *Core) opened(k int) {
+	if c.cwnd >= MaxUnacked {
+		return
+	}
+	if c.cwnd < c.ssthresh {
+		c.cwnd = min(c.cwnd+k, c.ssthresh)
+		return
+	}
+	c.acc += k
+	for c.acc >= c.cwnd && c.cwnd < MaxUnacked {
+		c.acc -= c.cwnd
+		c.cwnd++
+	}
 }
 
 // emit has the Sink send one request packet of w at psn carrying bytes
@@ -500,7 +569,10 @@ func (c *Core) emit(seq uint64, w *wqe, psn wire.PSN, off, n int) bool {
 	}
 	if c.cfg.Transport == RC {
 		c.noAckPkts++
-		if p.Last || c.noAckPkts >= AckEvery || w.class == Read {
+		// The packet that fills a reduced congestion window asks too:
+		// nothing more is sent until an acknowledgement comes; and at the
+		// smallest window, every packet does.
+		if p.Last || c.noAckPkts >= AckEvery || w.class == Read || c.cwnd < MaxUnacked && (c.cwnd <= MinWindow || c.unacked() >= c.cwnd-1) {
 			p.AckReq = true
 			c.noAckPkts = 0
 		}

@@ -196,7 +196,8 @@ func TestNAKStatuses(t *testing.T) {
 
 // TestTimeouts: each ACK timeout without progress resends from the oldest
 // unacknowledged PSN and uses a retry; after retry_cnt of them the request
-// fails with RetryExceeded. A timer firing early only re-arms.
+// fails with RetryExceeded. A timer firing early only re-arms. After a
+// timeout the congestion window is MinWindow packets.
 func TestTimeouts(t *testing.T) {
 	r := newRC(t)
 	r.c.Post(Send, 2*mtu, false)
@@ -211,6 +212,9 @@ func TestTimeouts(t *testing.T) {
 		now += timeout
 		r.c.Timer(now, Run)
 		wantPSNs(t, r.take(), psn0, 2)
+		if r.c.Window() != MinWindow {
+			t.Fatalf("window %d after a timeout", r.c.Window())
+		}
 		if r.counts[RetryTimeout] != i+1 {
 			t.Fatalf("timeouts counted %d", r.counts[RetryTimeout])
 		}
@@ -477,5 +481,54 @@ func TestResetAndFlush(t *testing.T) {
 	r.c.Reset()
 	if r.c.Outstanding() != 0 || r.c.PSN() != 0 || r.c.Tail() != 0 || r.c.Mode() != Steady {
 		t.Fatalf("after Reset: outstanding %d, PSN %v, tail %d", r.c.Outstanding(), r.c.PSN(), r.c.Tail())
+	}
+}
+
+// TestCongestionWindow: a sequence NAK halves the window, a timeout cuts
+// it to MinWindow; acknowledgements grow it again, by a packet per packet
+// up to half the window before the loss, then by one per window; the
+// packet that fills a reduced window asks for an acknowledgement, and at
+// MinWindow every packet does.
+func TestCongestionWindow(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Write, 300*mtu, false)
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), psn0, MaxUnacked)
+	if r.c.Window() != MaxUnacked {
+		t.Fatalf("window %d before any loss", r.c.Window())
+	}
+	r.c.Ack(1, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(10))
+	got := r.take()
+	wantPSNs(t, got, psn0.Add(10), MaxUnacked/2)
+	if !got[len(got)-1].AckReq || r.c.Window() != MaxUnacked/2 {
+		t.Fatalf("window %d, last packet AckReq %v", r.c.Window(), got[len(got)-1].AckReq)
+	}
+	// Everything resent is acknowledged: one more packet (avoidance).
+	r.c.Ack(2, Run, ack, psn0.Add(10+MaxUnacked/2-1))
+	wantPSNs(t, r.take(), psn0.Add(10+MaxUnacked/2), MaxUnacked/2+1)
+	// Nothing more comes back: the recovery's short deadline halves the
+	// window and resends; the ACK timeout after it leaves MinWindow.
+	r.c.Timer(2+timeout/RecoveryDivisor, Run)
+	wantPSNs(t, r.take(), psn0.Add(10+MaxUnacked/2), (MaxUnacked/2+1)/2)
+	r.c.Timer(3+timeout+timeout/RecoveryDivisor, Run)
+	got = r.take()
+	wantPSNs(t, got, psn0.Add(10+MaxUnacked/2), MinWindow)
+	for _, p := range got {
+		if !p.AckReq {
+			t.Fatalf("packet %v at the smallest window without AckReq", p.PSN)
+		}
+	}
+	// Slow start: 4 -> 8 -> 16 up to half the window before the timeout
+	// (32/2 = 16), then one per window.
+	next, want := psn0.Add(10+MaxUnacked/2), MinWindow
+	for _, w := range []int{8, 16, 17} {
+		next = next.Add(want)
+		r.c.Ack(3, Run, ack, next.Add(-1))
+		got = r.take()
+		wantPSNs(t, got, next, w)
+		if r.c.Window() != w || !got[len(got)-1].AckReq {
+			t.Fatalf("window %d, want %d; last AckReq %v", r.c.Window(), w, got[len(got)-1].AckReq)
+		}
+		want = w
 	}
 }
