@@ -51,6 +51,13 @@ func (s *reqSink) WaitRNR(d int64) {
 	qp.rnrT = time.AfterFunc(time.Duration(d), qp.onRNRTimer)
 }
 
+// WaitBudget waits for room in the device's in-flight bound
+// (requester.Sink).
+func (s *reqSink) WaitBudget() {
+	qp := (*QP)(s)
+	qp.dev.budget.waitFor(qp)
+}
+
 func (qp *QP) onRetryTimer() {
 	qp.mu.Lock()
 	defer qp.unlockSend()
@@ -80,7 +87,11 @@ func (qp *QP) reqConfig() requester.Config {
 	case UD:
 		t = requester.UD
 	}
-	return requester.Config{Transport: t, MTU: qp.mtu, MaxRdAtomic: int(qp.attr.MaxRdAtomic),
+	c := requester.Config{Transport: t, MTU: qp.mtu, MaxRdAtomic: int(qp.attr.MaxRdAtomic),
 		RetryCnt: int(qp.attr.RetryCnt), RNRRetry: int(qp.attr.RNRRetry),
 		ACKTimeout: int64(wire.ACKTimeout(qp.attr.Timeout))}
+	if qp.dev.budget != nil && t == requester.RC {
+		c.Budget = qp.dev.budget // not a nil *txBudget in the interface
+	}
+	return c
 }

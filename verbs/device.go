@@ -138,7 +138,17 @@ type Options struct {
 	// program that polls in a loop and can spare the CPU. The reader still
 	// handles whatever arrives while nobody polls.
 	BusyPoll bool
+	// MaxInflight bounds the request packets the device's RC QPs have in
+	// flight together (sent, not yet acknowledged): DefaultMaxInflight if
+	// zero, no bound if negative. Each QP keeps its own window of 128
+	// besides; the bound keeps many QPs streaming at once from
+	// overflowing the receiver (a 4 MiB socket buffer holds 1,024
+	// packets of 4 KiB). A QP holding none of it may always send.
+	MaxInflight int
 }
+
+// DefaultMaxInflight is Options.MaxInflight's default.
+const DefaultMaxInflight = 1024
 
 // Device is an open software RDMA device bound to a link.
 type Device struct {
@@ -167,6 +177,7 @@ type Device struct {
 	stats  DeviceStats
 	pacer  pacer // generates READ answers a burst at a time (pace.go)
 
+	budget   *txBudget   // Options.MaxInflight; nil: no bound
 	poller   link.Poller // the link, if it can receive on a caller's goroutine
 	busyPoll bool        // Options.BusyPoll on a link.Poller
 
@@ -196,6 +207,9 @@ type DeviceStats struct {
 	// TxDeferred counts posts to a streaming QP whose packets were left
 	// for the device's pacer to send (see QP.PostSend).
 	TxDeferred atomic.Uint64
+	// TxBudgetWaits counts the times a QP had packets to send and the
+	// device's in-flight bound (Options.MaxInflight) had no room.
+	TxBudgetWaits atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).
@@ -247,6 +261,12 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	if p, ok := l.(link.Poller); ok {
 		d.poller = p
 		d.busyPoll = o.BusyPoll
+	}
+	switch {
+	case o.MaxInflight == 0:
+		d.budget = newTxBudget(d, DefaultMaxInflight)
+	case o.MaxInflight > 0:
+		d.budget = newTxBudget(d, o.MaxInflight)
 	}
 	// A GUID in the style of an EUI-64 with the locally administered bit.
 	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56

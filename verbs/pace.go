@@ -15,6 +15,7 @@ package verbs
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/verbs/internal/requester"
@@ -244,21 +245,90 @@ func (p *pacer) loop() {
 			return
 		case <-p.wake:
 		}
+		var g *txGather
 		for qp := p.next(); qp != nil; qp = p.next() {
-			qp.mu.Lock()
+			if g == nil {
+				g = getGather(qp.dev)
+			}
+			g.lock(qp)
 			qp.listed = false
+			if qp.budgetWait.CompareAndSwap(true, false) && !qp.dead {
+				qp.progressLocked()
+			}
 			if qp.resp.pumpScheduled {
 				qp.resp.pumpScheduled = false
 				if !qp.dead && len(qp.resp.queue) > 0 {
 					qp.pumpLocked()
 				}
 			}
-			qp.unlockSend()
+			g.unlock(qp) // the packets of several QPs go out in one call
 			select {
 			case <-p.done:
+				g.put()
 				return
 			default:
 			}
 		}
+		if g != nil {
+			g.put()
+		}
 	}
+}
+
+// txBudget is a device's bound on the request packets its QPs have in
+// flight (Options.MaxInflight), shared through their requesters
+// (requester.Budget). A QP refused waits in a list; packets given back wake
+// the list's QPs through the pacer, which has each send what it may.
+type txBudget struct {
+	dev   *Device
+	avail atomic.Int64
+	nwait atomic.Int32
+	mu    sync.Mutex
+	wait  []*QP // oldest first; guarded by mu
+}
+
+func newTxBudget(d *Device, n int) *txBudget {
+	b := &txBudget{dev: d}
+	b.avail.Store(int64(n))
+	return b
+}
+
+// Take reserves n packets (requester.Budget).
+func (b *txBudget) Take(n int, force bool) bool {
+	if b.avail.Add(int64(-n)) >= 0 || force {
+		return true
+	}
+	b.avail.Add(int64(n))
+	return false
+}
+
+// Give returns n packets and wakes as many waiting QPs, oldest first
+// (requester.Budget): each wants one packet at least.
+func (b *txBudget) Give(n int) {
+	avail := b.avail.Add(int64(n))
+	if avail <= 0 || b.nwait.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	k := min(len(b.wait), int(avail))
+	for _, qp := range b.wait[:k] {
+		b.dev.pacer.add(qp)
+	}
+	m := copy(b.wait, b.wait[k:])
+	clear(b.wait[m:])
+	b.wait = b.wait[:m]
+	b.nwait.Store(int32(m))
+	b.mu.Unlock()
+}
+
+// waitFor lists qp for a wake-up, once. The caller holds qp's lock.
+func (b *txBudget) waitFor(qp *QP) {
+	b.dev.stats.TxBudgetWaits.Add(1)
+	if !qp.budgetWait.CompareAndSwap(false, true) {
+		return
+	}
+	b.mu.Lock()
+	b.wait = append(b.wait, qp)
+	b.nwait.Add(1)
+	b.mu.Unlock()
 }

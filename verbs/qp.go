@@ -154,6 +154,9 @@ type QP struct {
 	// listed says the device's pacer has the QP in its run list (for the
 	// rest of a READ answer, or to send out; see pace.go). Guarded by mu.
 	listed bool
+	// budgetWait says the QP waits for room in the device's in-flight
+	// bound (txBudget); the pacer clears it and has the QP progress.
+	budgetWait atomic.Bool
 	// lastPost is when the latest post returned (or, for one left to the
 	// pacer, began), clock nanoseconds.
 	lastPost atomic.Int64
@@ -308,6 +311,7 @@ func (qp *QP) Destroy() error {
 	qp.dead = true
 	qp.stopTimersLocked()
 	qp.dropRespQueueLocked()
+	qp.req.Release()
 	for _, p := range qp.out { // left for the pacer (PostSend); not sent now
 		link.Put(p)
 	}

@@ -50,12 +50,16 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 		items[n] = rxItem{qp, pkt, p}
 		n++
 	}
+	// What the QPs send in answer (ACKs, responses, requests an ACK let
+	// go) leaves in one call to the link, whatever the number of QPs.
+	g := getGather(d)
+	defer g.put()
 	for i := range n {
 		qp := items[i].qp
 		if qp == nil {
 			continue // handled with an earlier packet of its QP
 		}
-		qp.mu.Lock()
+		g.lock(qp)
 		for j := i; j < n; j++ {
 			if items[j].qp == qp {
 				qp.handleLocked(items[j].pkt, items[j].p)
@@ -63,7 +67,7 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 			}
 		}
 		qp.sendPendingAckLocked()
-		qp.unlockSend()
+		g.unlock(qp)
 	}
 }
 

@@ -249,6 +249,7 @@ func (c *Core) ackedTo(p wire.PSN) {
 	}
 	if p.After(c.ackedPSN) {
 		c.opened(int(p.Diff(c.ackedPSN)))
+		c.give(int(p.Diff(c.ackedPSN)))
 		c.ackedPSN = p
 		if m := c.mode; m == Recovering || m == RecoveringFired {
 			// Progress: a recovery goes on until recoverPSN is reached.

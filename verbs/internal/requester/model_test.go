@@ -57,15 +57,21 @@ type world struct {
 	placed   map[[2]int]int      // (seq, off) -> times placed
 	timers   int
 	maxTimer int
+	budget   *budget // shared allowance, held by this requester alone
 }
+
+// modelBudget is the model requester's budget: small, so that it gates
+// (smaller than a READ of the workload).
+const modelBudget = 2
 
 func origOf(seq uint64) uint64 { return seq*1000 + 7 }
 
 func payloadByte(seq uint64, off int) byte { return byte(seq*31 + uint64(off/mtu)) }
 
 func newWorld(t testing.TB, depth int) *world {
-	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout}
-	w := &world{t: t, atomics: map[wire.PSN]uint64{}, placed: map[[2]int]int{}, ePSN: psn0, maxTimer: 5}
+	b := &budget{avail: modelBudget}
+	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
+	w := &world{t: t, atomics: map[wire.PSN]uint64{}, placed: map[[2]int]int{}, ePSN: psn0, maxTimer: 5, budget: b}
 	w.r = newRec(t, depth, cfg)
 	w.r.c.SetPSN(psn0)
 	w.r.check = w.checkPacket
@@ -267,6 +273,9 @@ func (w *world) drain() {
 	}
 	if len(w.r.ret) != len(w.wrs) {
 		w.t.Fatalf("%d of %d work requests retired", len(w.r.ret), len(w.wrs))
+	}
+	if w.budget.avail != modelBudget {
+		w.t.Fatalf("budget %d after every request retired, want %d back", w.budget.avail, modelBudget)
 	}
 	for i, x := range w.r.ret {
 		if x.st != Success {

@@ -172,6 +172,11 @@ type Sink interface {
 	// WaitRNR asks for RNRTimer to be called after d nanoseconds,
 	// replacing any earlier request.
 	WaitRNR(d int64)
+	// WaitBudget says the requester has packets to send that its
+	// Config.Budget refused: Progress is to be called again once the
+	// budget has room. (The requester holds some of it then, so its own
+	// acknowledgements or timers call it again in any case.)
+	WaitBudget()
 	// Count counts an event.
 	Count(c Counter)
 }
@@ -185,6 +190,22 @@ type Config struct {
 	RetryCnt    int   // retries after ACK timeouts
 	RNRRetry    int   // retries after RNR NAKs; 7 means without limit
 	ACKTimeout  int64 // nanoseconds; 0 means no retransmit timer
+	// Budget, if not nil, is an allowance of packets in flight shared
+	// with other requesters (RC).
+	Budget Budget
+}
+
+// Budget is an allowance of packets in flight that several requesters (a
+// device's QPs) share: each takes packets for the PSNs it sends first and
+// gives them back as they are acknowledged. Its methods are called with the
+// caller's lock of one requester held, and must be safe for concurrent use.
+type Budget interface {
+	// Take reserves n packets and reports whether there was room; with
+	// force it reserves them even without (a requester holding none always
+	// may send, so that each makes progress).
+	Take(n int, force bool) bool
+	// Give returns n packets.
+	Give(n int)
 }
 
 const (
@@ -271,6 +292,9 @@ type Core struct {
 	// per packet acknowledged to one per window; acc counts the packets
 	// acknowledged towards the next. See congested.
 	cwnd, ssthresh, acc int
+	// held is how many packets the requester has of Config.Budget: one
+	// per PSN from ackedPSN to sentTo.
+	held int
 
 	pkt Packet // scratch for Transmit
 }
@@ -282,6 +306,7 @@ func (c *Core) Init(depth int, sink Sink) {
 
 // Reset returns the requester to its state after Init (the QP's RESET).
 func (c *Core) Reset() {
+	c.Release()
 	q, sink, cfg := c.q, c.sink, c.cfg
 	clear(q)
 	*c = Core{q: q, sink: sink, cfg: cfg, cwnd: MaxUnacked, ssthresh: MaxUnacked}
@@ -291,7 +316,10 @@ func (c *Core) Reset() {
 func (c *Core) Configure(cfg Config) { c.cfg = cfg }
 
 // SetPSN sets the next PSN to send (the QP's sq_psn).
-func (c *Core) SetPSN(p wire.PSN) { c.psn, c.ackedPSN, c.next, c.sentTo = p, p, p, p }
+func (c *Core) SetPSN(p wire.PSN) {
+	c.Release()
+	c.psn, c.ackedPSN, c.next, c.sentTo = p, p, p, p
+}
 
 // SetRetry sets retry_cnt and restarts the count of retries left.
 func (c *Core) SetRetry(n int) { c.cfg.RetryCnt, c.retryLeft = n, n }
@@ -471,14 +499,57 @@ func (c *Core) windowOpen(n int) bool {
 		return true
 	}
 	inFlight := int(c.psn.Diff(c.ackedPSN))
-	if inFlight == 0 {
+	idle := inFlight == 0
+	if !idle {
+		if inFlight+n > MaxUnacked {
+			return false
+		}
+		k := c.unacked()
+		if k > 0 && k+n > c.cwnd {
+			return false
+		}
+		idle = k <= 0
+	}
+	return c.take(n, idle)
+}
+
+// take reserves from the budget the packets of n PSNs from psn on that are
+// sent for the first time (resent ones are held already). A requester with
+// nothing in flight takes them whether the budget has room or not: no
+// acknowledgement is coming that would give it room, and what it holds
+// (PSNs a rewind has yet to resend) is given back only once it sends.
+func (c *Core) take(n int, idle bool) bool {
+	b := c.cfg.Budget
+	if b == nil {
 		return true
 	}
-	if inFlight+n > MaxUnacked {
+	k := int(c.psn.Add(n).Diff(c.sentTo))
+	if k <= 0 {
+		return true
+	}
+	if !b.Take(k, idle || c.held == 0) {
+		c.sink.WaitBudget()
 		return false
 	}
-	k := c.unacked()
-	return k <= 0 || k+n <= c.cwnd
+	c.held += k
+	return true
+}
+
+// give returns to the budget the packets of n PSNs acknowledged.
+func (c *Core) give(n int) {
+	if n = min(n, c.held); n > 0 {
+		c.held -= n
+		c.cfg.Budget.Give(n)
+	}
+}
+
+// Release gives back all of the budget the requester holds. Flush and
+// Reset call it; the caller calls it for a requester it drops otherwise.
+func (c *Core) Release() {
+	if c.held > 0 && c.cfg.Budget != nil {
+		c.cfg.Budget.Give(c.held)
+	}
+	c.held = 0
 }
 
 // unacked returns how many packets sent are not acknowledged by the peer:
@@ -626,6 +697,13 @@ func (c *Core) retire() {
 		}
 		c.sink.Retire(seq, st)
 	}
+	if c.head == c.tail {
+		// Every request is complete, so every PSN sent is acknowledged,
+		// whether or not ackedPSN shows it yet (a READ or atomic
+		// completed by its response; start catches up with it): nothing
+		// of the budget stays held by an idle requester.
+		c.Release()
+	}
 }
 
 // fail completes w with an error and has the QP move to the error state,
@@ -638,6 +716,7 @@ func (c *Core) fail(w *wqe, st Status) {
 // Flush completes every outstanding work request with Flushed (the QP's
 // error state).
 func (c *Core) Flush() {
+	c.Release()
 	for i := c.head; i != c.tail; i++ {
 		w := c.at(i)
 		if w.state != stDone {

@@ -532,3 +532,65 @@ func TestCongestionWindow(t *testing.T) {
 		want = w
 	}
 }
+
+// budget is a Budget for tests: a count, without locking.
+type budget struct{ avail int }
+
+func (b *budget) Take(n int, force bool) bool {
+	if b.avail < n && !force {
+		return false
+	}
+	b.avail -= n
+	return true
+}
+
+func (b *budget) Give(n int) { b.avail += n }
+
+// TestBudget: two requesters share a budget of 10 packets. The first takes
+// it all; the second, holding none, may still send one window's worth at
+// once (it would otherwise never progress), then waits for the budget;
+// acknowledgements give packets back; resent packets take none; Flush
+// returns what a requester holds.
+func TestBudget(t *testing.T) {
+	b := &budget{avail: 10}
+	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
+	ra, rb := newRec(t, 16, cfg), newRec(t, 16, cfg)
+	ra.c.SetPSN(psn0)
+	rb.c.SetPSN(psn0)
+	ra.c.Post(Write, 30*mtu, false)
+	ra.c.Progress(0, Run)
+	wantPSNs(t, ra.take(), psn0, 10)
+	if b.avail != 0 || ra.budgetWaits != 1 {
+		t.Fatalf("budget %d, waits %d", b.avail, ra.budgetWaits)
+	}
+	rb.c.Post(Write, mtu, false)
+	rb.c.Post(Write, mtu, false)
+	rb.c.Progress(0, Run)
+	wantPSNs(t, rb.take(), psn0, 1) // forced: it held none
+	if b.avail != -1 || rb.budgetWaits != 1 {
+		t.Fatalf("budget %d, waits %d", b.avail, rb.budgetWaits)
+	}
+	// A NAK of PSN 5 acknowledges 0-4, giving 5 packets back, and
+	// rewinds a: its resent packets (5-9) are held already, so the budget
+	// pays for 4 new ones.
+	ra.c.Ack(1, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(5))
+	wantPSNs(t, ra.take(), psn0.Add(5), 9)
+	if b.avail != 0 {
+		t.Fatalf("budget %d after a resend", b.avail)
+	}
+	// a's ACK of PSN 5 gives one back, which a takes again at once.
+	ra.c.Ack(2, Run, ack, psn0.Add(5))
+	wantPSNs(t, ra.take(), psn0.Add(14), 1)
+	rb.c.Progress(2, Run)
+	if n := len(rb.take()); n != 0 || b.avail != 0 {
+		t.Fatalf("b sent %d packets, budget %d", n, b.avail)
+	}
+	// a fails: Flush gives back what it held (PSNs 6-14); b goes on.
+	ra.c.Flush()
+	rb.c.Progress(3, Run)
+	wantPSNs(t, rb.take(), psn0.Add(1), 1)
+	rb.c.Ack(3, Run, ack, psn0.Add(1))
+	if b.avail != 10 {
+		t.Fatalf("budget %d after a's Flush and b's ACK, want 10", b.avail)
+	}
+}

@@ -16,18 +16,19 @@ type retirement struct {
 // rec is a Sink that records every action and checks the ones it can on
 // the spot. Fatal flushes, as the verbs engine does.
 type rec struct {
-	t      testing.TB
-	c      *Core
-	pkts   []Packet
-	ret    []retirement
-	fatal  int
-	armAt  int64 // latest ArmRetry deadline
-	arms   int
-	rnr    int64 // latest WaitRNR delay
-	rnrs   int
-	counts [3]int
-	placed map[uint64][]int // seq: offsets placed
-	orig   map[uint64]uint64
+	t           testing.TB
+	c           *Core
+	pkts        []Packet
+	ret         []retirement
+	fatal       int
+	armAt       int64 // latest ArmRetry deadline
+	arms        int
+	rnr         int64 // latest WaitRNR delay
+	rnrs        int
+	budgetWaits int
+	counts      [3]int
+	placed      map[uint64][]int // seq: offsets placed
+	orig        map[uint64]uint64
 
 	failTransmit map[uint64]Status // seq: the status Transmit returns for it
 	failPlace    Status
@@ -99,6 +100,8 @@ func (r *rec) ArmRetry(at, in int64) {
 }
 
 func (r *rec) WaitRNR(d int64) { r.rnr = d; r.rnrs++ }
+
+func (r *rec) WaitBudget() { r.budgetWaits++ }
 
 func (r *rec) Count(c Counter) { r.counts[c]++ }
 
