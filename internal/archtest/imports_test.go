@@ -27,7 +27,7 @@ var layers = map[string]int{
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
-	"cmd/softrdma": 8, "examples/hello": 8,
+	"cmd/softrdma": 8, "examples/hello": 8, "bench": 8,
 	// The interop suite and this test.
 	"interop": 9, "internal/archtest": 9,
 }

@@ -1,0 +1,433 @@
+// Command bench measures softrdma against the raw transports of the machine
+// it runs on and prints a table of figures and ratios (docs/PERFORMANCE.md
+// holds one). Every softrdma case runs as two processes on loopback (the
+// server bound to 127.0.0.2, the client to 127.0.0.1), beside the raw
+// references from ../shared/bench measured in the same run, so that the
+// ratios hold on a noisy machine where absolute numbers do not:
+//
+//	go run ./bench                      # everything, about 3 minutes
+//	go run ./bench -only lat,rate       # some sections: bw, rate, lat, scale
+//	go run ./bench -shared DIR -d 5s    # the references' directory; seconds per bandwidth case
+//
+// The figures are reported, never judged: nothing here passes or fails on a
+// number. Raise the socket buffer limits for the UDP references
+// (sysctl net.core.rmem_max=67108864 net.core.wmem_max=67108864).
+//
+// Internal subcommands, run by the table's cases: "qpscale" (QPs created
+// and brought to RTS on one device), "cm-server" and "cm-client" (rdma_cm
+// connections between two processes, each moving a SEND).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		var err error
+		switch os.Args[1] {
+		case "qpscale":
+			err = runQPScale(os.Args[2:], os.Stdout)
+		case "cm-server":
+			err = runCMServer(os.Args[2:], os.Stdout)
+		case "cm-client":
+			err = runCMClient(os.Args[2:], os.Stdout)
+		default:
+			err = runTable(os.Args[1:], os.Stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := runTable(nil, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is one run of the table: the built programs and the rows so far.
+type bench struct {
+	dir      string // built programs
+	dur      time.Duration
+	rows     [][4]string // case, softrdma, reference, ratio
+	notes    []string
+	verbose  bool
+	tcpPort  int
+	scaleQPs int
+	cmConns  int
+}
+
+func runTable(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	shared := fs.String("shared", "../shared/bench", "directory of the raw reference programs (cmd/udpbw, cmd/tcpbw, cmd/pingpong)")
+	dur := fs.Duration("d", 3*time.Second, "duration of each bandwidth case")
+	only := fs.String("only", "bw,rate,lat,scale", "sections to run: bw, rate, lat, scale")
+	verbose := fs.Bool("v", false, "print each command and its output")
+	qps := fs.Int("qps", 65536, "QPs for the max_qp case")
+	conns := fs.Int("conns", 10000, "rdma_cm connections for the scale case")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "softrdma-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b := &bench{dir: dir, dur: *dur, verbose: *verbose, tcpPort: 18700, scaleQPs: *qps, cmConns: *conns}
+	fmt.Fprintln(out, "building...")
+	if err := b.build(".", "./cmd/softrdma", "softrdma"); err != nil {
+		return err
+	}
+	if err := b.build(".", "./bench", "bench"); err != nil {
+		return err
+	}
+	for _, c := range []string{"udpbw", "tcpbw", "pingpong"} {
+		if err := b.build(*shared, "./cmd/"+c, c); err != nil {
+			return fmt.Errorf("%w (the raw references come from -shared %s)", err, *shared)
+		}
+	}
+	secs := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		secs[strings.TrimSpace(s)] = true
+	}
+	start := time.Now()
+	if secs["bw"] {
+		b.bandwidth()
+	}
+	if secs["rate"] {
+		b.rate()
+	}
+	if secs["lat"] {
+		b.latency()
+	}
+	if secs["scale"] {
+		b.scale()
+	}
+	b.print(out, time.Since(start))
+	return nil
+}
+
+// build compiles pkg in dir into the program name.
+func (b *bench) build(dir, pkg, name string) error {
+	cmd := exec.Command("go", "build", "-o", filepath.Join(b.dir, name), pkg)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s in %s: %v\n%s", pkg, dir, err, out)
+	}
+	return nil
+}
+
+// run runs program name with args and returns its combined output.
+func (b *bench) run(timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(b.dir, name), args...)
+	out, err := cmd.CombinedOutput()
+	if b.verbose {
+		fmt.Fprintf(os.Stderr, "$ %s %s\n%s", name, strings.Join(args, " "), out)
+	}
+	return string(out), err
+}
+
+// pair runs a server and a client of program name as two processes: the
+// server with sargs, the client, once the server is up, with cargs. It
+// returns both outputs.
+func (b *bench) pair(timeout time.Duration, name string, sargs, cargs []string) (server, client string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	srv := exec.CommandContext(ctx, filepath.Join(b.dir, name), sargs...)
+	var sout strings.Builder
+	srv.Stdout, srv.Stderr = &sout, &sout
+	if err := srv.Start(); err != nil {
+		return "", "", err
+	}
+	time.Sleep(300 * time.Millisecond)
+	client, cerr := b.run(timeout, name, cargs...)
+	werr := srv.Wait()
+	if b.verbose {
+		fmt.Fprintf(os.Stderr, "$ %s %s (server)\n%s", name, strings.Join(sargs, " "), sout.String())
+	}
+	if cerr == nil {
+		cerr = werr
+	}
+	return sout.String(), client, cerr
+}
+
+// perf runs "softrdma perf TEST" as a server/client pair with the shared
+// flags and --stats, and returns both outputs.
+func (b *bench) perf(test string, flags ...string) (server, client string, err error) {
+	b.tcpPort++
+	common := append([]string{"perf", test, "-p", strconv.Itoa(b.tcpPort), "--stats", "--progress=false"}, flags...)
+	sargs := append(append([]string{}, common...), "--bind", "127.0.0.2")
+	cargs := append(append([]string{}, common...), "--bind", "127.0.0.1", "127.0.0.2")
+	return b.pair(2*time.Minute, "softrdma", sargs, cargs)
+}
+
+// bwRow is one perftest bandwidth report row and the --stats lines.
+type bwRow struct {
+	mbs, mpps   float64
+	usPerPkt    float64 // CPU per packet sent or received
+	cpuSec      float64
+	pkts, calls float64 // packets sent and send calls (client)
+}
+
+var (
+	reBW    = regexp.MustCompile(`(?m)^\s*\d+\s+\d+\s+[0-9.]+\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+	reLat   = regexp.MustCompile(`(?m)^\s*\d+\s+\d+\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+	reCPU   = regexp.MustCompile(`CPU: ([0-9.]+) s .*, ([0-9.]+) us a packet`)
+	reLink  = regexp.MustCompile(`link: sent (\d+) packets in (\d+) calls`)
+	reField = regexp.MustCompile(`([A-Za-z_/0-9.]+)=([0-9.]+)`)
+)
+
+func parseBW(out string) (bwRow, bool) {
+	var r bwRow
+	m := reBW.FindStringSubmatch(out)
+	if m == nil {
+		return r, false
+	}
+	r.mbs, _ = strconv.ParseFloat(m[1], 64)
+	r.mpps, _ = strconv.ParseFloat(m[2], 64)
+	if c := reCPU.FindStringSubmatch(out); c != nil {
+		r.cpuSec, _ = strconv.ParseFloat(c[1], 64)
+		r.usPerPkt, _ = strconv.ParseFloat(c[2], 64)
+	}
+	if l := reLink.FindStringSubmatch(out); l != nil {
+		r.pkts, _ = strconv.ParseFloat(l[1], 64)
+		r.calls, _ = strconv.ParseFloat(l[2], 64)
+	}
+	return r, true
+}
+
+// fields parses key=value figures.
+func fields(out string) map[string]float64 {
+	f := map[string]float64{}
+	for _, m := range reField.FindAllStringSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err == nil {
+			f[m[1]] = v
+		}
+	}
+	return f
+}
+
+func (b *bench) row(name, soft, ref, ratio string) {
+	b.rows = append(b.rows, [4]string{name, soft, ref, ratio})
+}
+
+func (b *bench) fail(name string, err error, out string) {
+	line := strings.TrimSpace(out)
+	if i := strings.LastIndex(line, "\n"); i >= 0 {
+		line = line[i+1:]
+	}
+	b.row(name, "failed: "+line, "", "")
+	b.notes = append(b.notes, fmt.Sprintf("%s: %v", name, err))
+}
+
+func pct(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*a/b)
+}
+
+func times(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// bandwidth: RC WRITE 64 KiB and 1 MiB, READ and SEND 64 KiB, against UDP
+// GSO+GRO and TCP; CPU per packet against the raw UDP cost.
+func (b *bench) bandwidth() {
+	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
+	uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-d", b.dur.String())
+	u := fields(uout)
+	if err != nil || u["rx_payload_GB/s"] == 0 {
+		b.fail("UDP GSO+GRO reference", err, uout)
+	}
+	tout, err := b.run(time.Minute, "tcpbw", "-d", b.dur.String())
+	tcp := fields(tout)["GB/s"]
+	if err != nil || tcp == 0 {
+		b.fail("TCP reference", err, tout)
+	}
+	udp := u["rx_payload_GB/s"]
+	b.row("UDP GSO+GRO, 4 KiB datagrams (udpbw -mode gsogro)", "", fmt.Sprintf("%.2f GB/s", udp), "")
+	b.row("TCP stream, 64 KiB writes (tcpbw)", "", fmt.Sprintf("%.2f GB/s", tcp), "")
+	var write64 float64
+	for _, c := range []struct {
+		name, test, size string
+		qps              string
+	}{
+		{"RC WRITE 64 KiB, 1 QP", "write_bw", "65536", "1"},
+		{"RC WRITE 1 MiB, 1 QP", "write_bw", "1048576", "1"},
+		{"RC READ 64 KiB, 1 QP", "read_bw", "65536", "1"},
+		{"RC SEND 64 KiB, 1 QP", "send_bw", "65536", "1"},
+		{"RC WRITE 64 KiB, 8 QPs", "write_bw", "65536", "8"},
+	} {
+		sout, cout, err := b.perf(c.test, "-s", c.size, "-m", "4096", "-D", d, "-q", c.qps)
+		r, ok := parseBW(cout)
+		if err != nil || !ok {
+			b.fail(c.name, err, cout+sout)
+			continue
+		}
+		gbs := r.mbs / 1000
+		ratio := pct(gbs, udp) + " of UDP, " + times(gbs, tcp) + " TCP"
+		if c.test == "write_bw" && c.size == "65536" && c.qps == "1" {
+			write64 = gbs
+		} else if c.size == "65536" && write64 > 0 {
+			ratio += ", " + pct(gbs, write64) + " of WRITE"
+		}
+		b.row(c.name, fmt.Sprintf("%.2f GB/s", gbs), "", ratio)
+		if c.test == "write_bw" && c.qps == "1" {
+			s, _ := parseBW(sout)
+			b.row("  CPU per packet, client / server ("+c.name+")",
+				fmt.Sprintf("%.2f / %.2f us", r.usPerPkt, s.usPerPkt),
+				fmt.Sprintf("%.2f / %.2f us (UDP tx / rx)", u["tx_cpu_us/pkt"], u["rx_cpu_us/pkt"]),
+				times(r.usPerPkt+s.usPerPkt, u["tx_cpu_us/pkt"]+u["rx_cpu_us/pkt"]))
+			if gbs > 0 {
+				b.row("  CPU per GB, client + server ("+c.name+")",
+					fmt.Sprintf("%.2f s", (r.cpuSec+s.cpuSec)/(gbs*b.dur.Seconds())), "", "")
+			}
+			if r.calls > 0 {
+				b.row("  packets per send call, client ("+c.name+")", fmt.Sprintf("%.1f", r.pkts/r.calls), "", "")
+			}
+		}
+	}
+}
+
+// rate: 64-byte WRITE message rate with 1 and 8 QPs, against UDP GSO+GRO
+// with 110-byte datagrams (a 64-byte WRITE's size on the wire, UDP payload).
+func (b *bench) rate() {
+	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
+	uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-size", "110", "-d", b.dur.String())
+	pps := fields(uout)["rx_pps"] / 1e6
+	if err != nil || pps == 0 {
+		b.fail("UDP GSO+GRO 110-byte reference", err, uout)
+	}
+	b.row("UDP GSO+GRO, 110-byte datagrams (udpbw -mode gsogro -size 110)", "", fmt.Sprintf("%.2f M pkt/s", pps), "")
+	for _, q := range []string{"1", "8"} {
+		name := "RC WRITE 64 B message rate, " + q + " QP"
+		_, cout, err := b.perf("write_bw", "-s", "64", "-D", d, "-q", q)
+		r, ok := parseBW(cout)
+		if err != nil || !ok {
+			b.fail(name, err, cout)
+			continue
+		}
+		b.row(name, fmt.Sprintf("%.3f M msg/s", r.mpps), "", pct(r.mpps, pps)+" of UDP")
+		if r.calls > 0 {
+			b.row("  packets per send call, client ("+name+")", fmt.Sprintf("%.1f", r.pkts/r.calls), "", "")
+		}
+	}
+}
+
+// latency: 64-byte WRITE and SEND round trips, default and busy-polling,
+// against UDP round trips blocking and spinning (median, p99, p99.9).
+func (b *bench) latency() {
+	ref := map[string][3]float64{}
+	for i, mode := range []string{"block", "spin"} {
+		port := strconv.Itoa(19100 + i)
+		_, cout, err := b.pair(time.Minute, "pingpong", []string{"-server", "-proto", "udp", "-mode", mode, "-port", port},
+			[]string{"-proto", "udp", "-mode", mode, "-port", port, "-size", "64", "-n", "20000"})
+		f := fields(cout)
+		if f["p50"] == 0 {
+			// The server runs until killed: its exit status is no verdict.
+			b.fail("UDP round trip, "+mode, err, cout)
+			continue
+		}
+		ref[mode] = [3]float64{f["p50"], f["p99"], f["p99.9"]}
+		b.row("UDP 64 B round trip, "+mode+" (pingpong -mode "+mode+")", "",
+			fmt.Sprintf("%.1f / %.1f / %.1f us", f["p50"], f["p99"], f["p99.9"]), "")
+	}
+	for _, test := range []string{"write_lat", "send_lat"} {
+		for _, bp := range []bool{false, true} {
+			flags := []string{"-s", "64", "-n", "20000"}
+			name, against := "RC "+strings.ToUpper(strings.TrimSuffix(test, "_lat"))+" 64 B round trip, default", "block"
+			if bp {
+				flags = append(flags, "--busy-poll")
+				name, against = strings.TrimSuffix(name, "default")+"--busy-poll", "spin"
+			}
+			_, cout, err := b.perf(test, flags...)
+			m := reLat.FindStringSubmatch(cout)
+			if err != nil || m == nil {
+				b.fail(name, err, cout)
+				continue
+			}
+			// perftest reports half round trips: typical, then the 99th
+			// and 99.9th percentiles.
+			typ, _ := strconv.ParseFloat(m[3], 64)
+			p99, _ := strconv.ParseFloat(m[6], 64)
+			p999, _ := strconv.ParseFloat(m[7], 64)
+			r := ref[against]
+			b.row(name+" (median / p99 / p99.9)", fmt.Sprintf("%.1f / %.1f / %.1f us", 2*typ, 2*p99, 2*p999), "",
+				times(2*typ, r[0])+" UDP "+against+" median; p99 "+times(p99, typ)+" the median")
+		}
+	}
+}
+
+// scale: max_qp QPs to RTS on one device; rdma_cm connections between two
+// processes, each moving a SEND; and many QPs' aggregate bandwidth.
+func (b *bench) scale() {
+	out, err := b.run(5*time.Minute, "bench", "qpscale", "-n", strconv.Itoa(b.scaleQPs))
+	f := fields(out)
+	if err != nil || f["qps"] == 0 {
+		b.fail("QPs to RTS on one device", err, out)
+	} else {
+		b.row(fmt.Sprintf("%d QPs created and brought to RTS, one device", int(f["qps"])),
+			fmt.Sprintf("%.2f s; %.1f KiB heap, %.1f KiB RSS per QP", f["rts_s"], f["heap_per_qp"]/1024, f["rss_per_qp"]/1024), "", "")
+	}
+	n := strconv.Itoa(b.cmConns)
+	sout, cout, err := b.pair(10*time.Minute, "bench", []string{"cm-server", "-n", n}, []string{"cm-client", "-n", n})
+	c, s := fields(cout), fields(sout)
+	if err != nil || c["conns"] == 0 {
+		b.fail(n+" RC connections by rdma_cm, two processes", err, cout+sout)
+	} else {
+		b.row(n+" RC connections by rdma_cm, two processes, a SEND on each",
+			fmt.Sprintf("%.0f connections/s; client %.1f / server %.1f KiB heap per QP, %.1f / %.1f KiB RSS",
+				c["conn_per_s"], c["heap_per_conn"]/1024, s["heap_per_conn"]/1024, c["rss_per_conn"]/1024, s["rss_per_conn"]/1024), "", "")
+	}
+	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
+	var one float64
+	for _, q := range []string{"1", "1000"} {
+		name := "RC WRITE 64 KiB aggregate, " + q + " QPs"
+		_, cout, err := b.perf("write_bw", "-s", "65536", "-m", "4096", "-D", d, "-q", q, "-t", "16")
+		r, ok := parseBW(cout)
+		if err != nil || !ok {
+			b.fail(name, err, cout)
+			continue
+		}
+		gbs := r.mbs / 1000
+		ratio := ""
+		if q == "1" {
+			one = gbs
+		} else {
+			ratio = pct(gbs, one) + " of 1 QP"
+		}
+		b.row(name+" (-t 16)", fmt.Sprintf("%.2f GB/s", gbs), "", ratio)
+	}
+}
+
+func (b *bench) print(w io.Writer, took time.Duration) {
+	host, _ := os.Hostname()
+	fmt.Fprintf(w, "\nsoftrdma bench, %s, %d CPUs, %s (took %v)\n\n", host, numCPU(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	fmt.Fprintln(w, "| case | softrdma | raw reference, same run | ratio |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, r := range b.rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
+	}
+	for _, n := range b.notes {
+		fmt.Fprintln(w, "\nnote:", n)
+	}
+}
