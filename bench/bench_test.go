@@ -30,7 +30,7 @@ func TestCMScale(t *testing.T) {
 	}
 	port := strconv.Itoa(u.LocalAddr().(*net.UDPAddr).Port)
 	u.Close()
-	args := []string{"-n", "20", "-workers", "4", "-roce-port", port, "-port", "7499"}
+	args := []string{"-n", "20", "-workers", "4", "-roce-port", port, "-port", "7499", "-linger", "300ms"}
 	var sout bytes.Buffer
 	errc := make(chan error, 1)
 	go func() { errc <- runCMServer(args, &sout) }()
@@ -42,7 +42,7 @@ func TestCMScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, s := fields(cout.String()), fields(sout.String())
-	if c["conns"] != 20 || s["conns"] != 20 || c["conn_per_s"] <= 0 {
+	if c["conns"] != 20 || s["conns"] != 20 || c["conn_per_s"] <= 0 || s["disconnected"] != 20 {
 		t.Fatalf("client %q, server %q", cout.String(), sout.String())
 	}
 }

@@ -125,6 +125,7 @@ type cmFlags struct {
 	addr     string
 	port     int
 	rocePort int
+	linger   time.Duration
 }
 
 func (f *cmFlags) parse(name string, args []string) error {
@@ -134,6 +135,7 @@ func (f *cmFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.addr, "addr", "127.0.0.2", "the server's address")
 	fs.IntVar(&f.port, "port", 7471, "the rdma_cm port")
 	fs.IntVar(&f.rocePort, "roce-port", 14791, "the UDP port both sides bind and send RoCEv2 to")
+	fs.DurationVar(&f.linger, "linger", 5*time.Second, "how long the client stays after closing the connections (its CM resends lost DREQs)")
 	return fs.Parse(args)
 }
 
@@ -253,20 +255,22 @@ func runCMServer(args []string, out io.Writer) error {
 	wait := time.NewTimer(30 * time.Second)
 	defer wait.Stop()
 	disc := 0
+wait:
 	for _, c := range conns {
 		select {
 		case <-c.Disconnected():
 			disc++
 		case <-wait.C:
+			break wait
 		}
 	}
 	fmt.Fprintf(out, "server disconnected=%d\n", disc)
 	for _, c := range conns {
 		c.Close()
 	}
-	// Give the CM time to finish the DREQ/DREP exchanges before the
-	// process ends.
-	time.Sleep(time.Second)
+	// Give the CM time to finish the DREQ/DREP exchanges (resending lost
+	// DREQs) before the process ends.
+	time.Sleep(f.linger)
 	return nil
 }
 
@@ -372,8 +376,8 @@ func runCMClient(args []string, out io.Writer) error {
 	for _, c := range conns {
 		c.Close()
 	}
-	// Give the CM time to finish the DREQ/DREP exchanges before the
-	// process ends.
-	time.Sleep(time.Second)
+	// Give the CM time to finish the DREQ/DREP exchanges (resending lost
+	// DREQs) before the process ends.
+	time.Sleep(f.linger)
 	return nil
 }
