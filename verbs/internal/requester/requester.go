@@ -703,6 +703,13 @@ func (c *Core) retire() {
 		// completed by its response; start catches up with it): nothing
 		// of the budget stays held by an idle requester.
 		c.Release()
+	} else if w := c.at(c.head); c.cfg.Transport == RC && (w.state == stSending || w.state == stSent) && w.firstPSN.After(c.ackedPSN) {
+		// Every request before the oldest one left is complete, so every
+		// PSN before its first is acknowledged. Without this, ackedPSN
+		// could stay behind a request completed by its response while the
+		// next one has started: the window would count PSNs nobody will
+		// acknowledge, and the budget keep them.
+		c.ackedTo(w.firstPSN)
 	}
 }
 
