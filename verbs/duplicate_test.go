@@ -113,7 +113,11 @@ func newObservedPair(t *testing.T, transport string) (*pair, *rxLog) {
 	default:
 		p.da, p.db = newDevicesUDPWrapped(t, transport == "udp6", wrap)
 	}
-	p.connect(pairOpts{mtu: MTU1024})
+	// An ACK timeout of 134 ms (not the 17 ms default): the checks count
+	// the responses to each request, and a retransmission after a
+	// scheduling stall on a loaded machine (CI saw a 20 ms one) would
+	// answer it twice.
+	p.connect(pairOpts{mtu: MTU1024, timeout: 15})
 	return p, log
 }
 
