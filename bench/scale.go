@@ -139,19 +139,63 @@ func (f *cmFlags) parse(name string, args []string) error {
 	return fs.Parse(args)
 }
 
-// cmSide opens a device on addr and UDP port port (not 4791, which Linux
-// rxe may hold) and its rdma_cm.
-func cmSide(addr netip.Addr, port int) (*verbs.Device, *rdmacm.CM, error) {
+// cmSide is one side of the rdma_cm case: a device, its rdma_cm, a PD
+// with one MR, and one CQ for every connection.
+type cmSide struct {
+	dev *verbs.Device
+	cm  *rdmacm.CM
+	pd  *verbs.PD
+	mr  *verbs.MR
+	cq  *verbs.CQ
+}
+
+// openCMSide opens a device on addr and UDP port port (not 4791, which
+// Linux rxe may hold), its rdma_cm, and the resources for n connections
+// with an MR of size bytes and access acc.
+func openCMSide(addr netip.Addr, port, n, size int, acc verbs.Access) (*cmSide, error) {
 	dev, err := roce.Open([]netip.Addr{addr}, &roce.Options{Port: uint16(port)})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cm, err := rdmacm.New([]*verbs.Device{dev}, nil)
-	if err != nil {
+	s := &cmSide{dev: dev}
+	if s.cm, err = rdmacm.New([]*verbs.Device{dev}, nil); err != nil {
 		dev.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return dev, cm, nil
+	if s.pd, err = dev.AllocPD(); err == nil {
+		if s.mr, err = s.pd.RegMR(make([]byte, size), acc); err == nil {
+			s.cq, err = dev.CreateCQ(min(2*n+64, verbs.MaxCQE), nil)
+		}
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *cmSide) close() {
+	s.cm.Close()
+	s.dev.Close()
+}
+
+// waitSuccess waits for n successful completions on the side's CQ; what
+// names them in errors.
+func (s *cmSide) waitSuccess(ctx context.Context, n int, what string) error {
+	wcs := make([]verbs.WC, 256)
+	for got := 0; got < n; {
+		k, err := s.cq.Wait(ctx, wcs)
+		if err != nil {
+			return fmt.Errorf("%d of %d %ss: %w", got, n, what, err)
+		}
+		for _, wc := range wcs[:k] {
+			if wc.Status != verbs.Success {
+				return fmt.Errorf("%s %d: %v", what, wc.WRID, wc.Status)
+			}
+		}
+		got += k
+	}
+	return nil
 }
 
 // runCMServer accepts n connections; each receives one SEND of 64 bytes.
@@ -163,28 +207,15 @@ func runCMServer(args []string, out io.Writer) error {
 		return err
 	}
 	addr := netip.MustParseAddr(f.addr)
-	dev, cm, err := cmSide(addr, f.rocePort)
+	side, err := openCMSide(addr, f.rocePort, f.n, 64*f.n, verbs.AccessLocalWrite)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	defer cm.Close()
-	pd, err := dev.AllocPD()
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 64*f.n)
-	mr, err := pd.RegMR(buf, verbs.AccessLocalWrite)
-	if err != nil {
-		return err
-	}
-	cq, err := dev.CreateCQ(min(2*f.n+64, verbs.MaxCQE), nil)
-	if err != nil {
-		return err
-	}
+	defer side.close()
+	mr := side.mr
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	opts := &rdmacm.ConnOptions{CM: cm, PD: pd, SendCQ: cq, Backlog: 1024, AcceptControl: true,
+	opts := &rdmacm.ConnOptions{CM: side.cm, PD: side.pd, SendCQ: side.cq, Backlog: 1024, AcceptControl: true,
 		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	l, err := rdmacm.Listen(ctx, netip.AddrPortFrom(addr, uint16(f.port)), opts)
 	if err != nil {
@@ -232,18 +263,8 @@ func runCMServer(args []string, out io.Writer) error {
 		return err
 	default:
 	}
-	wcs := make([]verbs.WC, 256)
-	for got := 0; got < f.n; {
-		k, err := cq.Wait(ctx, wcs)
-		if err != nil {
-			return fmt.Errorf("%d of %d SENDs: %w", got, f.n, err)
-		}
-		for _, wc := range wcs[:k] {
-			if wc.Status != verbs.Success {
-				return fmt.Errorf("receive %d: %v", wc.WRID, wc.Status)
-			}
-		}
-		got += k
+	if err := side.waitSuccess(ctx, f.n, "receive"); err != nil {
+		return err
 	}
 	heap1, rss1 := memNow()
 	fmt.Fprintf(out, "server conns=%d heap_per_conn=%d rss_per_conn=%d\n", len(conns),
@@ -283,28 +304,15 @@ func runCMClient(args []string, out io.Writer) error {
 		return err
 	}
 	src := netip.MustParseAddr("127.0.0.1")
-	dev, cm, err := cmSide(src, f.rocePort)
+	side, err := openCMSide(src, f.rocePort, f.n, 64, 0)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	defer cm.Close()
-	pd, err := dev.AllocPD()
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 64)
-	mr, err := pd.RegMR(buf, 0)
-	if err != nil {
-		return err
-	}
-	cq, err := dev.CreateCQ(min(2*f.n+64, verbs.MaxCQE), nil)
-	if err != nil {
-		return err
-	}
+	defer side.close()
+	mr := side.mr
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	opts := &rdmacm.ConnOptions{CM: cm, PD: pd, SendCQ: cq, Source: src,
+	opts := &rdmacm.ConnOptions{CM: side.cm, PD: side.pd, SendCQ: side.cq, Source: src,
 		Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	dst := netip.AddrPortFrom(netip.MustParseAddr(f.addr), uint16(f.port))
 	heap0, rss0 := memNow()
@@ -355,18 +363,8 @@ func runCMClient(args []string, out io.Writer) error {
 			return err
 		}
 	}
-	wcs := make([]verbs.WC, 256)
-	for got := 0; got < f.n; {
-		k, err := cq.Wait(ctx, wcs)
-		if err != nil {
-			return fmt.Errorf("%d of %d SENDs: %w", got, f.n, err)
-		}
-		for _, wc := range wcs[:k] {
-			if wc.Status != verbs.Success {
-				return fmt.Errorf("SEND %d: %v", wc.WRID, wc.Status)
-			}
-		}
-		got += k
+	if err := side.waitSuccess(ctx, f.n, "SEND"); err != nil {
+		return err
 	}
 	moved := time.Since(start)
 	heap1, rss1 := memNow()
