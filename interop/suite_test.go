@@ -239,7 +239,7 @@ func TestInterop(t *testing.T) {
 	}, big)
 	t.Run("mtu1024", func(t *testing.T) { s.setMTU(t, 1500, 1024) })
 
-	// Loss: nftables in the namespace drops every lossEvery-th RoCE packet it counts (PSNs that are multiples of 8 pass uncounted)
+	// Loss: nftables in the namespace drops RoCE packets at random, one in lossEvery,
 	// in each direction, so both sides retransmit and NAK.
 	s.lossPhase(t)
 }
