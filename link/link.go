@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // BufSize is the capacity of a packet buffer: the largest RoCEv2 packet of a
@@ -201,6 +202,29 @@ var (
 // without waking another goroutine. It must not be called from the Handler.
 type Poller interface {
 	Poll() int
+}
+
+// Waiter is a Poller that can also wait: a goroutine about to sleep until
+// packets come (a program waiting for a completion) receives them itself,
+// woken by the kernel, instead of being woken by the link's receive
+// goroutine after it has handled them. On a machine with few cores each
+// hand-off between goroutines costs tens of microseconds; a round trip has
+// several.
+type Waiter interface {
+	Poller
+	// PollWait is Poll, except that when nothing is there it waits up to
+	// timeout for packets, for Wake, or for ready to report true, and then
+	// hands over what came. ready is called after the waiter is
+	// registered, so a Wake meant for it is not missed; it must not block.
+	// ok is false if the link could not wait for the caller (another
+	// goroutine is receiving or waiting, or the link is closed or not
+	// started): the caller then waits in its other way.
+	PollWait(timeout time.Duration, ready func() bool) (n int, ok bool)
+	// Wake ends a PollWait in progress early (it does nothing if none
+	// is): for events that do not come as packets, such as a completion
+	// made by a timer or another goroutine. Whoever makes such an event
+	// makes it visible to ready before calling Wake.
+	Wake()
 }
 
 // SourcePortReserver is a link that can prepare a UDP source port before

@@ -314,6 +314,22 @@ func (l *Link) Poll() int {
 	return 0
 }
 
+// PollWait passes the wait to inner if it is a link.Waiter, and reports
+// that it cannot wait otherwise.
+func (l *Link) PollWait(timeout time.Duration, ready func() bool) (int, bool) {
+	if w, ok := l.inner.(link.Waiter); ok {
+		return w.PollWait(timeout, ready)
+	}
+	return 0, false
+}
+
+// Wake wakes inner's PollWait if it is a link.Waiter.
+func (l *Link) Wake() {
+	if w, ok := l.inner.(link.Waiter); ok {
+		w.Wake()
+	}
+}
+
 // Start starts the inner link with a handler that records each received
 // packet and then hands the batch to h.
 func (l *Link) Start(h link.Handler) error {

@@ -262,7 +262,16 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 	// read takes the receive lock for a recvmmsg and keeps it if packets
 	// came, for their delivery.
 	read := func(fd uintptr) bool {
-		rx.mu.Lock()
+		if !rx.mu.TryLock() {
+			// A PollWait holding the lock receives what woke this reader:
+			// park again rather than queue behind it for an empty socket
+			// (it drains again if this came too late for it: unlockAll).
+			l.wait.missed.Store(true)
+			if l.wait.held.Load() {
+				return false
+			}
+			rx.mu.Lock()
+		}
 		if r.recvmmsg(fd) {
 			return true
 		}

@@ -208,6 +208,8 @@ type Link struct {
 	closed  atomic.Bool // Send fails once set
 	scratch sync.Pool   // *sendScratch
 
+	wait waitState // PollWait's (wait_linux.go)
+
 	state link.State // see Up
 	watch *ifWatch   // Config.Interface's state, or nil
 
@@ -308,6 +310,7 @@ func Open(cfg Config) (*Link, error) {
 			w.run(func(up bool) { l.setUp(up, "interface "+cfg.Interface, nil) })
 		}()
 	}
+	l.initWait()
 	log.Debug("udp: link open", "addrs", cfg.Addrs, "port", port, "icrc", cfg.ICRCPolicy, "batch", cfg.BatchSize)
 	return l, nil
 }
@@ -452,6 +455,7 @@ func (l *Link) Close() error {
 	extra := l.extra
 	l.extra = nil
 	l.mu.Unlock()
+	l.stopWait()
 	var errs []error
 	for _, s := range extra {
 		if err := s.conn.Close(); err != nil {
@@ -468,6 +472,7 @@ func (l *Link) Close() error {
 	}
 	l.ns.close()
 	l.wg.Wait()
+	l.closeWait()
 	l.log.Debug("udp: link closed", "addrs", l.addrs, "port", l.port)
 	return errors.Join(errs...)
 }

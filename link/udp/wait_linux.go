@@ -1,0 +1,210 @@
+// PollWait and Wake (link.Waiter) on Linux: a goroutine waiting for packets
+// holds every socket's receive lock and sleeps in ppoll on the sockets and
+// an eventfd that Wake writes. The kernel wakes it directly when a datagram
+// arrives; it then receives and handles the packets itself, as Poll does.
+// The reader goroutines may be woken by the same arrival (the runtime's
+// poller watches the sockets too); they wait for the lock, find the socket
+// drained and park again, so nothing that arrives is left unread whoever
+// takes it.
+
+package udp
+
+import (
+	"encoding/binary"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitState is the link's PollWait state.
+type waitState struct {
+	efd    int         // the eventfd Wake writes; -1 if there is none
+	inPoll atomic.Bool // a PollWait is in ppoll or about to be
+	// waking counts Wakes writing efd: closeWait waits for them, so that
+	// none writes a descriptor number reused after the close.
+	waking atomic.Int32
+	gone   atomic.Bool // efd is closed or closing
+	// held is set while a PollWait holds the receive locks; missed, by a
+	// reader that found it so and parked instead of waiting for the lock.
+	held, missed atomic.Bool
+	// pfds is the ppoll set: each socket's descriptor, then efd. It is
+	// used by the goroutine holding every socket's receive lock.
+	pfds []unix.PollFd
+	fds  []uintptr // the sockets' descriptors, as pfds
+	one  [8]byte   // the eventfd increment
+	buf  [8]byte   // where its counter is read
+}
+
+// initWait sets up PollWait once the sockets are bound. Without an eventfd
+// PollWait reports that it cannot wait.
+func (l *Link) initWait() {
+	w := &l.wait
+	w.efd = -1
+	fds := make([]uintptr, len(l.socks))
+	for i, s := range l.socks {
+		rc, err := s.conn.SyscallConn()
+		if err != nil {
+			return
+		}
+		if rc.Control(func(fd uintptr) { fds[i] = fd }) != nil {
+			return
+		}
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		l.log.Debug("udp: no eventfd: PollWait disabled", "err", err)
+		return
+	}
+	w.efd, w.fds = efd, fds
+	w.pfds = make([]unix.PollFd, len(fds)+1)
+	for i, fd := range fds {
+		w.pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	w.pfds[len(fds)] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
+	binary.NativeEndian.PutUint64(w.one[:], 1)
+}
+
+// PollWait is Poll that waits up to timeout for packets, for Wake or for
+// ready (link.Waiter). It reports ok false, without waiting, if a reader
+// goroutine or another poller holds a socket's receive lock at that moment,
+// or if the link is closed or not started.
+func (l *Link) PollWait(timeout time.Duration, ready func() bool) (int, bool) {
+	w := &l.wait
+	if w.efd < 0 || !l.lockAll() {
+		return 0, false
+	}
+	w.held.Store(true)
+	defer l.endWait()
+	if l.closed.Load() {
+		return 0, false
+	}
+	w.inPoll.Store(true)
+	if ready != nil && ready() {
+		w.inPoll.Store(false)
+		return 0, true
+	}
+	ts := unix.NsecToTimespec(max(int64(timeout), 0))
+	for i := range w.pfds {
+		w.pfds[i].Revents = 0
+	}
+	_, err := unix.Ppoll(w.pfds, &ts, nil)
+	w.inPoll.Store(false)
+	if err != nil {
+		return 0, true // EINTR: the caller checks and waits again
+	}
+	if w.pfds[len(w.fds)].Revents != 0 {
+		unix.Read(w.efd, w.buf[:]) // reset the counter; EAGAIN if a racing read took it
+	}
+	n := 0
+	for i, s := range l.socks {
+		if w.pfds[i].Revents != 0 {
+			n += l.drain(s, w.fds[i])
+		}
+	}
+	return n, true
+}
+
+// drain receives and handles what sk holds, batch after batch until it is
+// empty: a reader woken meanwhile would find nothing, so nothing may be
+// left behind. The caller holds sk's receive lock.
+func (l *Link) drain(sk *socket, fd uintptr) int {
+	rx := sk.rx.Load()
+	n := 0
+	for !rx.closed && rx.r.recvmmsg(fd) && rx.r.errno == 0 {
+		full := rx.r.k == len(rx.r.hdrs)
+		n += l.process(sk, rx)
+		if !full {
+			break
+		}
+	}
+	return n
+}
+
+// endWait gives the receive locks back after a PollWait. A reader that
+// parked meanwhile (missed) may have been woken by a datagram that arrived
+// after the last drain, and will not be woken for it again: what the
+// sockets hold is received here once more.
+func (l *Link) endWait() {
+	w := &l.wait
+	w.held.Store(false)
+	l.unlockAll()
+	if !w.missed.Swap(false) || l.closed.Load() || !l.lockAll() {
+		return // a lock taken: its holder receives
+	}
+	for i, s := range l.socks {
+		l.drain(s, w.fds[i])
+	}
+	l.unlockAll()
+}
+
+// lockAll takes every socket's receive lock, or none: it reports false if
+// the link is not started or a lock is held.
+func (l *Link) lockAll() bool {
+	for i, s := range l.socks {
+		rx := s.rx.Load()
+		if rx == nil || !rx.mu.TryLock() {
+			for _, s := range l.socks[:i] {
+				s.rx.Load().mu.Unlock()
+			}
+			return false
+		}
+		if rx.closed {
+			for _, s := range l.socks[:i+1] {
+				s.rx.Load().mu.Unlock()
+			}
+			return false
+		}
+	}
+	return true
+}
+
+func (l *Link) unlockAll() {
+	for _, s := range l.socks {
+		s.rx.Load().mu.Unlock()
+	}
+}
+
+// Wake ends a PollWait in progress (link.Waiter).
+func (l *Link) Wake() {
+	w := &l.wait
+	if !w.inPoll.Load() {
+		return
+	}
+	w.waking.Add(1)
+	if !w.gone.Load() {
+		unix.Write(w.efd, w.one[:])
+	}
+	w.waking.Add(-1)
+}
+
+// stopWait ends a PollWait in progress and waits until none is, so that
+// the sockets can be closed: Close calls it after setting closed.
+func (l *Link) stopWait() {
+	w := &l.wait
+	if w.efd < 0 {
+		return
+	}
+	unix.Write(w.efd, w.one[:])
+	for _, s := range l.socks {
+		if rx := s.rx.Load(); rx != nil {
+			rx.mu.Lock()
+			//lint:ignore SA2001 a barrier: any PollWait that held it has returned
+			rx.mu.Unlock()
+		}
+	}
+}
+
+// closeWait frees the eventfd once nothing can use it.
+func (l *Link) closeWait() {
+	w := &l.wait
+	if w.efd < 0 {
+		return
+	}
+	w.gone.Store(true)
+	for w.waking.Load() != 0 {
+		runtime.Gosched()
+	}
+	unix.Close(w.efd)
+}

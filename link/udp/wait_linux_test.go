@@ -1,0 +1,98 @@
+package udp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/link/linktest"
+)
+
+// TestPollWait waits for packets on the test's goroutine while the link's
+// reader goroutine also receives: every packet must arrive once and in
+// order, whichever took it, and PollWait some. It cannot wait before Start
+// or after Close; it ends by timeout, by Wake, and by ready.
+func TestPollWait(t *testing.T) {
+	linktest.NoLeaks(t)
+	a, b := pair4(t, Config{})
+	if _, ok := b.PollWait(time.Millisecond, nil); ok {
+		t.Fatal("PollWait waited on a link not started")
+	}
+	rx := collect(t, b)
+	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+	const per = 8
+	waited, seq := 0, uint32(0)
+	for round := 0; round < 200 && (waited == 0 || round < 20); round++ {
+		got := make(chan struct{})
+		base := seq
+		go func() {
+			defer close(got)
+			pkts := make([]*link.Packet, per)
+			for i := range pkts {
+				pkts[i] = linktest.MakePacket(base+uint32(i), 200, src, dst)
+			}
+			time.Sleep(100 * time.Microsecond)
+			if err := a.Send(pkts); err != nil {
+				t.Error(err)
+			}
+			for _, p := range pkts {
+				link.Put(p)
+			}
+		}()
+		seq += per
+		deadline := time.Now().Add(linktest.Timeout)
+		for rx.Len() < int(seq) && time.Now().Before(deadline) {
+			n, _ := b.PollWait(10*time.Millisecond, nil)
+			waited += n
+		}
+		<-got
+	}
+	all := rx.WaitFor(t, int(seq))
+	for i, r := range all {
+		if msg := linktest.CheckPacket(r, uint32(i), 200, src, dst); msg != "" {
+			t.Fatalf("packet %d: %s", i, msg)
+		}
+	}
+	if len(all) != int(seq) {
+		t.Fatalf("%d packets, want %d", len(all), seq)
+	}
+	if waited == 0 {
+		t.Fatalf("PollWait took none of %d packets", seq)
+	}
+
+	// Nothing comes: the timeout ends it.
+	start := time.Now()
+	for {
+		n, ok := b.PollWait(20*time.Millisecond, nil)
+		if ok && n == 0 {
+			break
+		}
+		if time.Since(start) > linktest.Timeout {
+			t.Fatal("PollWait never waited for nothing")
+		}
+	}
+	// ready true: no wait.
+	if n, ok := b.PollWait(time.Hour, func() bool { return true }); !ok || n != 0 {
+		t.Fatalf("PollWait with ready: %d, %v", n, ok)
+	}
+	// Wake ends a wait; so does Close, after which it cannot wait.
+	for _, end := range []func(){b.Wake, func() { b.Close() }} {
+		in := make(chan struct{}, 1)
+		done := make(chan bool, 1)
+		go func() {
+			_, ok := b.PollWait(time.Hour, func() bool { in <- struct{}{}; return false })
+			done <- ok
+		}()
+		<-in
+		time.Sleep(2 * time.Millisecond) // into ppoll (the test passes without it too)
+		end()
+		select {
+		case <-done:
+		case <-time.After(linktest.Timeout):
+			t.Fatal("PollWait not ended")
+		}
+	}
+	if _, ok := b.PollWait(time.Millisecond, nil); ok {
+		t.Fatal("PollWait waited on a closed link")
+	}
+}
