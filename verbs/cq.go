@@ -8,6 +8,8 @@ package verbs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/softrdma/softrdma/wire"
 )
@@ -71,10 +73,14 @@ type CQ struct {
 	armed    int
 	overflow bool
 	dead     bool
-	waiters  int           // goroutines blocked in Wait
-	wake     chan struct{} // one token: a completion arrived for a waiter
-	gone     chan struct{} // closed by Destroy
-	refs     int           // QPs and SRQs using it
+	waiters  int // goroutines blocked in Wait
+	// inline counts the waiters receiving on their own goroutine
+	// (link.Waiter.PollWait): a completion made elsewhere wakes them.
+	inline atomic.Int32
+	ready  func() bool   // the PollWait condition: a completion, or destroyed
+	wake   chan struct{} // one token: a completion arrived for a waiter
+	gone   chan struct{} // closed by Destroy
+	refs   int           // QPs and SRQs using it
 	// Context is free for the application's use (cq_context).
 	Context any
 }
@@ -97,7 +103,14 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 		return nil, errf(ErrLimit, "%d CQs", MaxCQ)
 	}
 	d.nCQ++
-	return &CQ{dev: d, ch: ch, ring: make([]WC, cqe), wake: make(chan struct{}, 1), gone: make(chan struct{})}, nil
+	cq := &CQ{dev: d, ch: ch, ring: make([]WC, cqe), wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	cq.ready = func() bool {
+		cq.mu.Lock()
+		r := cq.n > 0 || cq.dead
+		cq.mu.Unlock()
+		return r
+	}
+	return cq, nil
 }
 
 // Cap returns the number of completions the CQ holds.
@@ -160,11 +173,15 @@ func (cq *CQ) Wait(ctx context.Context, wc []WC) (int, error) {
 		cq.waiters++
 		cq.mu.Unlock()
 		var err error
-		select {
-		case <-cq.wake:
-		case <-cq.gone:
-		case <-ctx.Done():
+		if cq.waitReceive(ctx) {
 			err = ctx.Err()
+		} else {
+			select {
+			case <-cq.wake:
+			case <-cq.gone:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 		}
 		cq.mu.Lock()
 		cq.waiters--
@@ -174,6 +191,35 @@ func (cq *CQ) Wait(ctx context.Context, wc []WC) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// Slices of a Wait that receives on its own goroutine: it looks at its
+// context between them (so a cancellation ends it within waitSliceCtx).
+const (
+	waitSlice    = time.Second
+	waitSliceCtx = 10 * time.Millisecond
+)
+
+// waitReceive waits for a completion by receiving on the calling goroutine
+// (Options.NoWaitReceive), for one slice, and reports whether it could: if
+// not (another goroutine is receiving or waiting so), the caller waits on
+// the wake-up channel.
+func (cq *CQ) waitReceive(ctx context.Context) bool {
+	w := cq.dev.waiter
+	if w == nil {
+		return false
+	}
+	d := waitSlice
+	if ctx.Done() != nil {
+		d = waitSliceCtx
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	cq.inline.Add(1)
+	_, ok := w.PollWait(d, cq.ready)
+	cq.inline.Add(-1)
+	return ok
 }
 
 // passWake hands the wake-up on when completions are left over for
@@ -223,6 +269,9 @@ func (cq *CQ) Destroy() error {
 	}
 	cq.dead = true
 	close(cq.gone)
+	if cq.inline.Load() > 0 {
+		cq.dev.waiter.Wake()
+	}
 	cq.dev.mu.Lock()
 	cq.dev.nCQ--
 	cq.dev.mu.Unlock()
@@ -274,6 +323,9 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		select {
 		case cq.wake <- struct{}{}:
 		default:
+		}
+		if cq.inline.Load() > 0 {
+			cq.dev.waiter.Wake()
 		}
 	}
 	if fire {

@@ -138,6 +138,13 @@ type Options struct {
 	// program that polls in a loop and can spare the CPU. The reader still
 	// handles whatever arrives while nobody polls.
 	BusyPoll bool
+	// NoWaitReceive leaves receiving to the link's reader goroutine while
+	// a goroutine waits in CQ.Wait. By default a waiter on a link that can
+	// (link.Waiter: the UDP link on Linux) sleeps in the kernel on the
+	// link's sockets itself and handles what arrives, so the completion it
+	// waits for needs no hand-off between goroutines: on a machine with
+	// few cores each costs tens of microseconds.
+	NoWaitReceive bool
 	// MaxInflight bounds the request packets the device's RC QPs have in
 	// flight together (sent, not yet acknowledged): DefaultMaxInflight if
 	// zero, no bound if negative. Each QP keeps its own window of 128
@@ -179,6 +186,7 @@ type Device struct {
 
 	budget   *txBudget   // Options.MaxInflight; nil: no bound
 	poller   link.Poller // the link, if it can receive on a caller's goroutine
+	waiter   link.Waiter // the link, if CQ.Wait receives on the waiter's goroutine
 	busyPoll bool        // Options.BusyPoll on a link.Poller
 
 	portDown atomic.Bool // the link reported itself down
@@ -261,6 +269,9 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	if p, ok := l.(link.Poller); ok {
 		d.poller = p
 		d.busyPoll = o.BusyPoll
+	}
+	if w, ok := l.(link.Waiter); ok && !o.NoWaitReceive {
+		d.waiter = w
 	}
 	switch {
 	case o.MaxInflight == 0:

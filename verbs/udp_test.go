@@ -102,7 +102,7 @@ func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link
 type kernelHB struct {
 	link.Link
 	seq    *atomic.Uint64 // shared by the links of the devices that talk
-	polled *atomic.Uint64 // packets received by Poll
+	polled *atomic.Uint64 // packets received by Poll and PollWait
 }
 
 func (l kernelHB) Poll() int {
@@ -110,6 +110,14 @@ func (l kernelHB) Poll() int {
 	l.polled.Add(uint64(n))
 	return n
 }
+
+func (l kernelHB) PollWait(d time.Duration, ready func() bool) (int, bool) {
+	n, ok := l.Link.(link.Waiter).PollWait(d, ready)
+	l.polled.Add(uint64(n))
+	return n, ok
+}
+
+func (l kernelHB) Wake() { l.Link.(link.Waiter).Wake() }
 
 func (l kernelHB) Send(batch []*link.Packet) error {
 	l.seq.Add(1) // release: everything before this send
