@@ -333,8 +333,9 @@ func (b *bench) rate() {
 	}
 }
 
-// latency: 64-byte WRITE and SEND round trips, default and busy-polling,
-// against UDP round trips blocking and spinning (median, p99, p99.9).
+// latency: 64-byte WRITE and SEND round trips, default, sleeping (-e, SEND)
+// and busy-polling, against UDP round trips blocking and spinning (median,
+// p99, p99.9).
 func (b *bench) latency() {
 	ref := map[string][3]float64{}
 	for i, mode := range []string{"block", "spin"} {
@@ -352,12 +353,19 @@ func (b *bench) latency() {
 			fmt.Sprintf("%.1f / %.1f / %.1f us", f["p50"], f["p99"], f["p99.9"]), "")
 	}
 	for _, test := range []string{"write_lat", "send_lat"} {
-		for _, bp := range []bool{false, true} {
+		// default: perftest's loop, polling the CQ (or memory) and yielding;
+		// -e: sleeping in CQ.Wait (not write_lat: it waits on memory).
+		for _, mode := range []string{"default", "-e", "--busy-poll"} {
+			if mode == "-e" && test == "write_lat" {
+				continue
+			}
 			flags := []string{"-s", "64", "-n", "20000"}
-			name, against := "RC "+strings.ToUpper(strings.TrimSuffix(test, "_lat"))+" 64 B round trip, default", "block"
-			if bp {
-				flags = append(flags, "--busy-poll")
-				name, against = strings.TrimSuffix(name, "default")+"--busy-poll", "spin"
+			name, against := "RC "+strings.ToUpper(strings.TrimSuffix(test, "_lat"))+" 64 B round trip, "+mode, "block"
+			if mode != "default" {
+				flags = append(flags, mode)
+			}
+			if mode == "--busy-poll" {
+				against = "spin"
 			}
 			_, cout, err := b.perf(test, flags...)
 			m := reLat.FindStringSubmatch(cout)

@@ -56,6 +56,10 @@ func TestPerfCommand(t *testing.T) {
 		{"read_bw", []string{"-s", "8K", "-n", "30", "--stats"}, " 8192       30 "},
 		{"write_lat", []string{"-s", "64", "-n", "200", "--busy-poll"}, " 64      200 "},
 		{"send_bw", []string{"-s", "1K", "-n", "200", "--busy-poll", "--gso=false"}, " 1024       200 "},
+		{"send_lat", []string{"-s", "64", "-n", "200", "-e"}, " 64      200 "},
+		{"read_bw", []string{"-s", "8K", "-n", "100", "--events"}, " 8192       100 "},
+		{"send_bw", []string{"-s", "4K", "-n", "300", "-e"}, " 4096       300 "},
+		{"write_bw", []string{"-s", "64K", "-n", "100", "-q", "2", "-e"}, " 65536      200 "},
 	} {
 		t.Run(tc.test, func(t *testing.T) {
 			roce, tcp := freePorts(t)

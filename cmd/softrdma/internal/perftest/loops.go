@@ -87,12 +87,20 @@ func (k *clock) advance(now time.Duration) int {
 // With Config.BusyPoll, an empty poll first has the device receive on this
 // goroutine (verbs.Device.Poll; its CQ polls do so by themselves), and
 // yields only if nothing came.
+//
+// With Config.Events, a loop with nothing to do sleeps in CQ.Wait (await)
+// instead; a timer reset by each progress cancels the wait after
+// stallLimit.
 type watchdog struct {
 	ctx  context.Context
 	last time.Time
 	what string
 	n    int
 	poll func() int // Device.Poll when busy-polling
+	// Events: the waits' context, and the stall timer that cancels it.
+	waitCtx context.Context
+	stall   *time.Timer
+	cancel  context.CancelFunc
 }
 
 func (s *side) newWatchdog(ctx context.Context, what string) *watchdog {
@@ -100,10 +108,47 @@ func (s *side) newWatchdog(ctx context.Context, what string) *watchdog {
 	if s.cfg.BusyPoll {
 		w.poll = s.dev.Poll
 	}
+	if s.cfg.Events {
+		w.waitCtx, w.cancel = context.WithCancel(ctx)
+		w.stall = time.AfterFunc(stallLimit, w.cancel)
+	}
 	return w
 }
 
-func (w *watchdog) progress() { w.last = time.Now() }
+// stop releases the watchdog's timer and context.
+func (w *watchdog) stop() {
+	if w.stall != nil {
+		w.stall.Stop()
+		w.cancel()
+	}
+}
+
+func (w *watchdog) progress() {
+	w.last = time.Now()
+	if w.stall != nil {
+		w.stall.Reset(stallLimit)
+	}
+}
+
+// await is what a loop that found cq empty does: with Config.Events it
+// sleeps until cq holds a completion and moves some into wcs (returning
+// how many), otherwise it yields (idle) and returns 0.
+func (w *watchdog) await(cq *verbs.CQ, wcs []verbs.WC) (int, error) {
+	if w.waitCtx == nil {
+		return 0, w.idle()
+	}
+	n, err := cq.Wait(w.waitCtx, wcs)
+	if err != nil {
+		if err := w.ctx.Err(); err != nil {
+			return 0, err
+		}
+		if w.waitCtx.Err() != nil {
+			return 0, fmt.Errorf("%w: no progress for %v while %s", ErrTest, stallLimit, w.what)
+		}
+		return 0, fmt.Errorf("%w: %s: %v", ErrTest, w.what, err)
+	}
+	return n, nil
+}
 
 // idle yields the processor to other processes and goroutines, and checks
 // for cancellation and stalls.
@@ -197,6 +242,7 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 	var totS, totC, sampled uint64
 	wcs := make([]verbs.WC, 16)
 	wd := s.newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", c.Test.Verb))
+	defer wd.stop()
 	k := newClock(c.Duration, c.margin)
 	signaled := func(n uint64) bool {
 		return n%uint64(c.CQMod) == uint64(c.CQMod)-1 || (!dur && n == uint64(iters)-1)
@@ -256,10 +302,13 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 		}
 		n := s.scq.Poll(wcs)
 		if n == 0 {
-			if err := wd.idle(); err != nil {
+			var err error
+			if n, err = wd.await(s.scq, wcs); err != nil {
 				return BWReport{}, err
 			}
-			continue
+			if n == 0 {
+				continue
+			}
 		}
 		wd.progress()
 		now = k.now()
@@ -345,6 +394,7 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 	t := &bwTimes{cqMod: 1, noPeak: true}
 	wcs := make([]verbs.WC, 16)
 	wd := s.newWatchdog(ctx, "waiting for SEND messages")
+	defer wd.stop()
 	var k *clock
 	var rcnt, sampled uint64
 	state := stateWarmup
@@ -359,10 +409,13 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 		}
 		n := s.rcq.Poll(wcs)
 		if n == 0 {
-			if err := wd.idle(); err != nil {
+			var err error
+			if n, err = wd.await(s.rcq, wcs); err != nil {
 				return BWReport{}, err
 			}
-			continue
+			if n == 0 {
+				continue
+			}
 		}
 		wd.progress()
 		if k == nil {
@@ -411,8 +464,12 @@ func (s *side) sendOne(wr []verbs.SendWR, wc []verbs.WC, wd *watchdog, what stri
 // pollOne waits for one completion on cq.
 func pollOne(cq *verbs.CQ, wc []verbs.WC, wd *watchdog) error {
 	for cq.Poll(wc[:1]) == 0 {
-		if err := wd.idle(); err != nil {
+		n, err := wd.await(cq, wc[:1])
+		if err != nil {
 			return err
+		}
+		if n > 0 {
+			break
 		}
 	}
 	wd.progress()
@@ -474,6 +531,7 @@ func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
 	wr[0].Flags |= verbs.SendSignaled
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
+	defer wd.stop()
 	return s.latLoop(size, 1, func(n uint64, l *lat) error {
 		wr[0].ID = n
 		l.mark()
@@ -491,6 +549,7 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 	pollOff := len(s.qps)*s.buffSize + size - 1
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
+	defer wd.stop()
 	server := s.cfg.IsServer()
 	wait := func(want byte, l *lat) error {
 		for s.buf[pollOff] != want {
@@ -551,6 +610,7 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 	wr[0].Flags |= verbs.SendSignaled
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, "waiting for the peer's SEND")
+	defer wd.stop()
 	client := !c.IsServer()
 	var rcnt uint64
 	recv := func(l *lat) error {
@@ -558,8 +618,12 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 			if l.stop() {
 				return errStop
 			}
-			if err := wd.idle(); err != nil {
+			n, err := wd.await(s.rcq, wc[:1])
+			if err != nil {
 				return err
+			}
+			if n > 0 {
+				break
 			}
 		}
 		wd.progress()

@@ -137,6 +137,10 @@ type Config struct {
 	// their goroutine (the device must be opened with
 	// verbs.Options.BusyPoll for its CQ polls to do the same).
 	BusyPoll bool
+	// Events is -e: a loop with nothing to do sleeps until a completion
+	// arrives (CQ.Wait) instead of polling. Not with write_lat (it
+	// watches memory, not a CQ) or -D.
+	Events bool
 
 	// Out receives the perftest-style report.
 	Out io.Writer
@@ -187,6 +191,15 @@ func (c *Config) normalize() error {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = timeoutDefault
+	}
+	if c.Events && !t.BW && t.Verb == Write {
+		return fmt.Errorf("%w: -e: write_lat waits for memory, not for completions", ErrUsage)
+	}
+	if c.Events && c.Duration > 0 {
+		return fmt.Errorf("%w: -e with -D", ErrUsage)
+	}
+	if c.Events && c.BusyPoll {
+		return fmt.Errorf("%w: -e with --busy-poll", ErrUsage)
 	}
 	if !c.sizeSet && c.Size == 0 {
 		switch {
