@@ -10,6 +10,9 @@ import (
 // each WRITE 64 KiB in 256-byte packets at once, and SEND; the bound makes
 // them wait for each other's acknowledgements (counted), every message
 // lands whole and completes, and the bound is all given back at the end.
+// The loop link loses nothing, so no QP may wait for an ACK timeout: a QP
+// the bound refuses always has an acknowledgement coming to it or to
+// another (requester.Budget.Expect).
 func TestInflightBound(t *testing.T) {
 	o := pairOpts{devOpts: &Options{MaxInflight: 8}, mtu: MTU256}
 	n, da, db := newDevicesLoop(t, &o)
@@ -46,6 +49,9 @@ func TestInflightBound(t *testing.T) {
 		if !bytes.Equal(s.mb.Buf(), want) {
 			t.Fatalf("QP %d: data differ", i)
 		}
+	}
+	if n := da.Stats().TxRetryTimeouts.Load(); n != 0 {
+		t.Errorf("%d ACK timeouts on a link that loses nothing", n)
 	}
 	if w := da.Stats().TxBudgetWaits.Load(); w == 0 {
 		t.Error("no QP waited for the bound")

@@ -193,7 +193,8 @@ type Device struct {
 	portMu   sync.Mutex  // orders state changes with their events
 }
 
-// DeviceStats counts what the device's receive path dropped.
+// DeviceStats counts what the device's receive path dropped, and some of
+// what its send path did.
 type DeviceStats struct {
 	RxMalformed    atomic.Uint64 // failed wire.Parse
 	RxUnknownQP    atomic.Uint64 // no such destination QP
@@ -218,6 +219,10 @@ type DeviceStats struct {
 	// TxBudgetWaits counts the times a QP had packets to send and the
 	// device's in-flight bound (Options.MaxInflight) had no room.
 	TxBudgetWaits atomic.Uint64
+	// TxRetryTimeouts counts the ACK timeouts of the device's RC
+	// requesters: each sent the oldest unacknowledged packets again and
+	// used one of its retry_cnt (rxe's completer_retry_err).
+	TxRetryTimeouts atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).

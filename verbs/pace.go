@@ -283,8 +283,10 @@ type txBudget struct {
 	dev   *Device
 	avail atomic.Int64
 	nwait atomic.Int32
-	mu    sync.Mutex
-	wait  []*QP // oldest first; guarded by mu
+	// expect counts the QPs with an acknowledgement coming.
+	expect atomic.Int64
+	mu     sync.Mutex
+	wait   []*QP // oldest first; guarded by mu
 }
 
 func newTxBudget(d *Device, n int) *txBudget {
@@ -320,6 +322,14 @@ func (b *txBudget) Give(n int) {
 	b.nwait.Store(int32(m))
 	b.mu.Unlock()
 }
+
+// Expect counts the QPs with an acknowledgement coming
+// (requester.Budget).
+func (b *txBudget) Expect(d int) { b.expect.Add(int64(d)) }
+
+// Expected returns how many QPs have an acknowledgement coming
+// (requester.Budget).
+func (b *txBudget) Expected() int { return int(b.expect.Load()) }
 
 // waitFor lists qp for a wake-up, once. The caller holds qp's lock.
 func (b *txBudget) waitFor(qp *QP) {

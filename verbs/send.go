@@ -388,6 +388,7 @@ func (s *reqSink) Count(c requester.Counter) {
 	case requester.OutOfOrder:
 		qp.dev.stats.RxOutOfSeq.Add(1)
 	case requester.RetryTimeout:
+		qp.dev.stats.TxRetryTimeouts.Add(1)
 		qp.dev.log.Debug("ACK timeout: retransmitting", "qpn", qp.qpn, "psn", qp.req.AckedPSN())
 	}
 }

@@ -248,6 +248,9 @@ func (c *Core) ackedTo(p wire.PSN) {
 		p = c.psn
 	}
 	if p.After(c.ackedPSN) {
+		if c.coming && c.ackReqPSN.psn.Before(p) {
+			c.expect(false)
+		}
 		c.opened(int(p.Diff(c.ackedPSN)))
 		c.give(int(p.Diff(c.ackedPSN)))
 		c.ackedPSN = p
@@ -460,8 +463,11 @@ func (c *Core) rewind(psn wire.PSN) {
 		w.readEnd, w.reasked = w.readPkts, false
 	}
 	// The first packet sent again asks for an acknowledgement, so a
-	// recovery learns quickly that it worked.
+	// recovery learns quickly that it worked. Until then none is coming:
+	// the responder dropped what followed the lost packet, AckReq or not.
 	c.noAckPkts = AckEvery - 1
+	c.expect(false)
+	c.ackReqPSN = optPSN{}
 }
 
 // recover starts a recovery for the retransmission just sent: until

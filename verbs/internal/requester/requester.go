@@ -29,6 +29,10 @@ const (
 	AckEvery = 64
 	// MinWindow is the smallest congestion window (see Core.congested).
 	MinWindow = 4
+	// budgetLow: a requester the budget refuses while holding this many
+	// packets or fewer, with no acknowledgement coming to it, sends one
+	// packet more asking for one (see take).
+	budgetLow = 4
 	// RecoveryDivisor sets the short deadline of a recovery: after a NAK
 	// or a lost READ or atomic response, a retransmission not acknowledged
 	// within 1/RecoveryDivisor of the ACK timeout is sent again once. The
@@ -206,6 +210,11 @@ type Budget interface {
 	Take(n int, force bool) bool
 	// Give returns n packets.
 	Give(n int)
+	// Expect counts the requesters with an acknowledgement coming: d is
+	// +1 when one sends a packet asking for one while none was coming, -1
+	// when none is any more. Expected returns the count.
+	Expect(d int)
+	Expected() int
 }
 
 const (
@@ -278,7 +287,10 @@ type Core struct {
 	// recoverPSN ends a recovery: the PSN after the newest one sent when
 	// it started.
 	recoverPSN wire.PSN
-	noAckPkts  int // packets since the last AckReq
+	noAckPkts  int    // packets since the last AckReq
+	ackNext    bool   // the next packet asks for an ACK (take)
+	ackReqPSN  optPSN // the newest PSN sent asking for an ACK
+	coming     bool   // an ACK is coming: ackReqPSN is not acknowledged
 	// peerAcked is the newest PSN the responder has acknowledged. An
 	// acknowledgement cannot complete requests behind a READ or atomic
 	// still waiting for its response; they complete from it once that
@@ -528,8 +540,26 @@ func (c *Core) take(n int, idle bool) bool {
 		return true
 	}
 	if !b.Take(k, idle || c.held == 0) {
-		c.sink.WaitBudget()
-		return false
+		if c.coming || c.held > budgetLow && b.Expected() > 0 {
+			// An acknowledgement is coming, this requester's, or (for one
+			// holding more than a few packets) another's: it gives the
+			// budget room and wakes the waiters.
+			c.sink.WaitBudget()
+			return false
+		}
+		// Refused with no acknowledgement coming: the responder
+		// acknowledges only packets that ask (rxe too), so this
+		// requester's packets would hold their part of the budget until
+		// something else made it send again, or the ACK timeout, and if
+		// every requester holding some were so, all would wait for it.
+		// This packet goes anyway, asking for one: the bound is overdrawn
+		// by a packet per requester at most. A requester holding more
+		// than budgetLow packets trusts another's acknowledgement to wake
+		// it (it holds enough to finish a message, whose last packet
+		// asks); one holding fewer (many requesters share the budget) does
+		// not wait on others: each of its packets would wait for a wake-up.
+		b.Take(k, true)
+		c.ackNext = true
 	}
 	c.held += k
 	return true
@@ -546,10 +576,26 @@ func (c *Core) give(n int) {
 // Release gives back all of the budget the requester holds. Flush and
 // Reset call it; the caller calls it for a requester it drops otherwise.
 func (c *Core) Release() {
+	c.expect(false)
 	if c.held > 0 && c.cfg.Budget != nil {
 		c.cfg.Budget.Give(c.held)
 	}
 	c.held = 0
+}
+
+// expect records whether an acknowledgement is coming (Budget.Expect).
+func (c *Core) expect(on bool) {
+	if on == c.coming {
+		return
+	}
+	c.coming = on
+	if b := c.cfg.Budget; b != nil {
+		if on {
+			b.Expect(1)
+		} else {
+			b.Expect(-1)
+		}
+	}
 }
 
 // unacked returns how many packets sent are not acknowledged by the peer:
@@ -643,9 +689,14 @@ func (c *Core) emit(seq uint64, w *wqe, psn wire.PSN, off, n int) bool {
 		// The packet that fills a reduced congestion window asks too:
 		// nothing more is sent until an acknowledgement comes; and at the
 		// smallest window, every packet does.
-		if p.Last || c.noAckPkts >= AckEvery || w.class == Read || c.cwnd < MaxUnacked && (c.cwnd <= MinWindow || c.unacked() >= c.cwnd-1) {
+		if p.Last || c.ackNext || c.noAckPkts >= AckEvery || w.class == Read || c.cwnd < MaxUnacked && (c.cwnd <= MinWindow || c.unacked() >= c.cwnd-1) {
 			p.AckReq = true
 			c.noAckPkts = 0
+			c.ackNext = false
+			if !c.ackReqPSN.set || psn.After(c.ackReqPSN.psn) || !c.coming {
+				c.ackReqPSN = optPSN{psn, true}
+			}
+			c.expect(true)
 		}
 	}
 	if st := c.sink.Transmit(p); st != Success {

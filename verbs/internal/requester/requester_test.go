@@ -534,7 +534,11 @@ func TestCongestionWindow(t *testing.T) {
 }
 
 // budget is a Budget for tests: a count, without locking.
-type budget struct{ avail int }
+type budget struct{ avail, expect int }
+
+func (b *budget) Expect(d int) { b.expect += d }
+
+func (b *budget) Expected() int { return b.expect }
 
 func (b *budget) Take(n int, force bool) bool {
 	if b.avail < n && !force {
@@ -559,28 +563,44 @@ func TestBudget(t *testing.T) {
 	rb.c.SetPSN(psn0)
 	ra.c.Post(Write, 30*mtu, false)
 	ra.c.Progress(0, Run)
-	wantPSNs(t, ra.take(), psn0, 10)
-	if b.avail != 0 || ra.budgetWaits != 1 {
+	// Ten packets within the budget; the refusal of the eleventh, with no
+	// ACK coming to anyone (none of the ten asked), sends it anyway asking
+	// for one (nothing else would give the budget room but the ACK
+	// timeout).
+	pk := ra.take()
+	wantPSNs(t, pk, psn0, 11)
+	if !pk[10].AckReq || pk[9].AckReq {
+		t.Fatalf("AckReq on packets 9 and 10: %v, %v; want false, true", pk[9].AckReq, pk[10].AckReq)
+	}
+	if b.avail != -1 || ra.budgetWaits != 1 {
 		t.Fatalf("budget %d, waits %d", b.avail, ra.budgetWaits)
 	}
 	rb.c.Post(Write, mtu, false)
 	rb.c.Post(Write, mtu, false)
 	rb.c.Progress(0, Run)
-	wantPSNs(t, rb.take(), psn0, 1) // forced: it held none
-	if b.avail != -1 || rb.budgetWaits != 1 {
+	wantPSNs(t, rb.take(), psn0, 1) // forced: it held none; its ACK is asked for
+	if b.avail != -2 || rb.budgetWaits != 1 {
 		t.Fatalf("budget %d, waits %d", b.avail, rb.budgetWaits)
 	}
 	// A NAK of PSN 5 acknowledges 0-4, giving 5 packets back, and
-	// rewinds a: its resent packets (5-9) are held already, so the budget
-	// pays for 4 new ones.
+	// rewinds a: its resent packets (5-10) are held already, so the budget
+	// pays for 3 new ones; the first resent asked for an ACK, so the
+	// refusal of the next waits for it.
 	ra.c.Ack(1, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(5))
-	wantPSNs(t, ra.take(), psn0.Add(5), 9)
-	if b.avail != 0 {
-		t.Fatalf("budget %d after a resend", b.avail)
+	pk = ra.take()
+	wantPSNs(t, pk, psn0.Add(5), 9)
+	if !pk[0].AckReq || pk[8].AckReq || b.avail != 0 || ra.budgetWaits != 2 {
+		t.Fatalf("after a resend: budget %d, waits %d, AckReq first %v last %v", b.avail, ra.budgetWaits, pk[0].AckReq, pk[8].AckReq)
 	}
-	// a's ACK of PSN 5 gives one back, which a takes again at once.
+	// a's ACK of PSN 5 gives one back, which a takes at once. Then its
+	// own ACK is in, but a holds 9 packets and b's ACK is coming, which
+	// will give room: a waits for it rather than overdraw.
 	ra.c.Ack(2, Run, ack, psn0.Add(5))
-	wantPSNs(t, ra.take(), psn0.Add(14), 1)
+	pk = ra.take()
+	wantPSNs(t, pk, psn0.Add(14), 1)
+	if pk[0].AckReq || b.avail != 0 || b.expect != 1 {
+		t.Fatalf("after the ACK: budget %d, ACKs expected %d, AckReq %v", b.avail, b.expect, pk[0].AckReq)
+	}
 	rb.c.Progress(2, Run)
 	if n := len(rb.take()); n != 0 || b.avail != 0 {
 		t.Fatalf("b sent %d packets, budget %d", n, b.avail)
@@ -590,7 +610,46 @@ func TestBudget(t *testing.T) {
 	rb.c.Progress(3, Run)
 	wantPSNs(t, rb.take(), psn0.Add(1), 1)
 	rb.c.Ack(3, Run, ack, psn0.Add(1))
+	if b.expect != 0 {
+		t.Fatalf("%d ACKs expected at the end", b.expect)
+	}
 	if b.avail != 10 {
 		t.Fatalf("budget %d after a's Flush and b's ACK, want 10", b.avail)
+	}
+}
+
+// TestBudgetFewHeld: requesters holding few packets of a scarce budget
+// (many share it) do not wait on each other's acknowledgements: refused
+// with none of their own coming, each sends one packet more, asking for
+// one, so that what they hold comes back without a wake-up per packet.
+func TestBudgetFewHeld(t *testing.T) {
+	b := &budget{avail: 3}
+	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
+	ra, rb := newRec(t, 16, cfg), newRec(t, 16, cfg)
+	ra.c.SetPSN(psn0)
+	rb.c.SetPSN(psn0)
+	ra.c.Post(Write, 30*mtu, false)
+	ra.c.Progress(0, Run)
+	pk := ra.take()
+	wantPSNs(t, pk, psn0, 4)
+	if pk[2].AckReq || !pk[3].AckReq || b.avail != -1 || b.expect != 1 {
+		t.Fatalf("a: AckReq %v %v, budget %d, ACKs expected %d", pk[2].AckReq, pk[3].AckReq, b.avail, b.expect)
+	}
+	rb.c.Post(Write, 30*mtu, false)
+	rb.c.Progress(0, Run)
+	pk = rb.take()
+	wantPSNs(t, pk, psn0, 2) // the first forced (it held none), the second over the bound
+	if pk[0].AckReq || !pk[1].AckReq || b.avail != -3 || b.expect != 2 {
+		t.Fatalf("b: AckReq %v %v, budget %d, ACKs expected %d", pk[0].AckReq, pk[1].AckReq, b.avail, b.expect)
+	}
+	// The ACKs give all back.
+	ra.c.Ack(1, Run, ack, psn0.Add(3))
+	rb.c.Ack(1, Run, ack, psn0.Add(1))
+	ra.take()
+	rb.take()
+	ra.c.Flush()
+	rb.c.Flush()
+	if b.avail != 3 || b.expect != 0 {
+		t.Fatalf("after the ACKs and Flush: budget %d, ACKs expected %d", b.avail, b.expect)
 	}
 }
