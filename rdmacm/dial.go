@@ -122,7 +122,6 @@ type Conn struct {
 	disc         chan struct{}
 	discOnce     sync.Once
 	closeOnce    sync.Once
-	done         chan struct{} // Dial's event goroutine ended
 }
 
 // Disconnected is closed when the peer disconnects (or the connection
@@ -160,7 +159,6 @@ func (c *Conn) close(wait bool) error {
 		err = c.ID.Destroy()
 		if c.ch != nil {
 			c.ch.Close()
-			<-c.done
 		}
 		c.freeResources()
 		c.markDisconnected()
@@ -226,7 +224,7 @@ func Dial(ctx context.Context, addr netip.AddrPort, opts *ConnOptions) (*Conn, e
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{ID: id, ch: ch, disc: make(chan struct{}), done: make(chan struct{})}
+	c := &Conn{ID: id, ch: ch, disc: make(chan struct{})}
 	fail := func(err error) (*Conn, error) {
 		id.Destroy()
 		c.freeResources()
@@ -266,18 +264,13 @@ func Dial(ctx context.Context, addr netip.AddrPort, opts *ConnOptions) (*Conn, e
 		return fail(err)
 	}
 	c.Peer = ev.Conn
-	go func() {
-		defer close(c.done)
-		for {
-			ev, err := ch.Get(context.Background())
-			if err != nil {
-				return
-			}
-			if ev.Type == EventDisconnected {
-				c.markDisconnected()
-			}
+	// Later events are handled as they come, on the CM's goroutine: only
+	// the disconnection matters.
+	ch.handleWith(func(ev *Event) {
+		if ev.Type == EventDisconnected {
+			c.markDisconnected()
 		}
-	}()
+	})
 	return c, nil
 }
 

@@ -235,6 +235,10 @@ type EventChannel struct {
 	q      []*Event
 	notify chan struct{}
 	closed bool
+	// handle, if set, takes each event as it is posted instead of the
+	// queue (Dial's connections: no goroutine per connection waits on
+	// their channel). It runs on the posting goroutine and must not block.
+	handle func(*Event)
 }
 
 // NewEventChannel creates an event channel (rdma_create_event_channel).
@@ -248,11 +252,29 @@ func (ch *EventChannel) post(ev *Event) {
 		ch.mu.Unlock()
 		return
 	}
+	if h := ch.handle; h != nil {
+		ch.mu.Unlock()
+		h(ev)
+		return
+	}
 	ch.q = append(ch.q, ev)
 	ch.mu.Unlock()
 	select {
 	case ch.notify <- struct{}{}:
 	default:
+	}
+}
+
+// handleWith has h take the events queued and every later one (see
+// handle).
+func (ch *EventChannel) handleWith(h func(*Event)) {
+	ch.mu.Lock()
+	q := ch.q
+	ch.q = nil
+	ch.handle = h
+	ch.mu.Unlock()
+	for _, ev := range q {
+		h(ev)
 	}
 }
 
