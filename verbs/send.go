@@ -389,7 +389,7 @@ func (s *reqSink) Count(c requester.Counter) {
 		qp.dev.stats.RxOutOfSeq.Add(1)
 	case requester.RetryTimeout:
 		qp.dev.stats.TxRetryTimeouts.Add(1)
-		qp.dev.log.Debug("ACK timeout: retransmitting", "qpn", qp.qpn, "psn", qp.req.AckedPSN())
+		qp.dev.log.Debug("ACK timeout: retransmitting", "qpn", qp.qpn, "psn", qp.req.AckedPSN(), "next", qp.req.PSN(), "cwnd", qp.req.Window(), "mode", qp.req.Mode(), "out", qp.req.Outstanding())
 	}
 }
 

@@ -87,6 +87,7 @@ func (w *world) checkPacket(p *Packet) {
 	if p.PSN.Before(c.AckedPSN()) || !p.PSN.Before(c.next) {
 		w.t.Errorf("transmitted PSN %v outside [%v, %v)", p.PSN, c.AckedPSN(), c.next)
 	}
+
 	if c.rdAtomic > max(c.cfg.MaxRdAtomic, 1) {
 		w.t.Errorf("%d READ/atomic requests outstanding", c.rdAtomic)
 	}
@@ -94,6 +95,15 @@ func (w *world) checkPacket(p *Packet) {
 		w.t.Fatalf("transmitted work request %d of %d", p.Seq, len(w.wrs))
 	}
 	w.toRsp = append(w.toRsp, *p)
+}
+
+// checkHeld: the budget held is one packet per PSN from ackedPSN to sentTo
+// at most (less after an idle requester released it).
+func (w *world) checkHeld() {
+	c := w.r.c
+	if d := int(c.sentTo.Diff(c.ackedPSN)); c.held > max(d, 0) {
+		w.t.Fatalf("holds %d of the budget for PSNs [%v, %v)", c.held, c.ackedPSN, c.sentTo)
+	}
 }
 
 func (w *world) post(class Class, length int) {
@@ -314,6 +324,7 @@ func run(t testing.TB, workload []posted, script []byte) {
 	}
 	for i := 0; i+1 < len(script); i += 2 {
 		w.step(script[i], script[i+1])
+		w.checkHeld()
 		if w.r.fatal > 0 {
 			t.Fatalf("fatal error during the script: retired %v", w.r.ret)
 		}

@@ -475,7 +475,11 @@ func (c *Core) sendPackets(seq uint64, w *wqe) bool {
 		if w.state != stSending {
 			return true
 		}
-		if !c.windowOpen(w.npkts) {
+		// From psn to the end of its responses: all of them the first
+		// time, the rest when a rewind asks again for part of a READ
+		// (counting all would take budget for PSNs past sentTo that no
+		// acknowledgement gives back).
+		if !c.windowOpen(max(int(w.lastPSN.Add(1).Diff(c.psn)), 1)) {
 			return false
 		}
 		c.emit(seq, w, w.firstPSN.Add(w.readPkts), 0, 0)
