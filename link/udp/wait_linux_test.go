@@ -80,8 +80,15 @@ func TestPollWait(t *testing.T) {
 		in := make(chan struct{}, 1)
 		done := make(chan bool, 1)
 		go func() {
-			_, ok := b.PollWait(time.Hour, func() bool { in <- struct{}{}; return false })
-			done <- ok
+			for {
+				// ok is false without waiting if the reader holds a lock
+				// at that moment: try again until it waits.
+				if _, ok := b.PollWait(time.Hour, func() bool { in <- struct{}{}; return false }); ok {
+					done <- true
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
 		}()
 		<-in
 		time.Sleep(2 * time.Millisecond) // into ppoll (the test passes without it too)
