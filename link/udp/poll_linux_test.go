@@ -1,12 +1,28 @@
 package udp
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/linktest"
 )
+
+// waitInOrder waits for n 200-byte packets numbered 0 to n-1, from src to
+// dst, and checks that they arrived once each and in order.
+func waitInOrder(t *testing.T, rx *linktest.Collector, n uint32, src, dst netip.AddrPort) {
+	t.Helper()
+	got := rx.WaitFor(t, int(n))
+	for i, r := range got {
+		if msg := linktest.CheckPacket(r, uint32(i), 200, src, dst); msg != "" {
+			t.Fatalf("packet %d: %s", i, msg)
+		}
+	}
+	if len(got) != int(n) {
+		t.Fatalf("%d packets, want %d", len(got), n)
+	}
+}
 
 // TestPoll receives with Poll on the test's goroutine while the link's
 // reader goroutine also receives: every packet must arrive once and in
@@ -43,15 +59,7 @@ func TestPoll(t *testing.T) {
 					polled += b.Poll()
 				}
 			}
-			got := rx.WaitFor(t, int(seq))
-			for i, r := range got {
-				if msg := linktest.CheckPacket(r, uint32(i), 200, src, dst); msg != "" {
-					t.Fatalf("packet %d: %s", i, msg)
-				}
-			}
-			if len(got) != int(seq) {
-				t.Fatalf("%d packets, want %d", len(got), seq)
-			}
+			waitInOrder(t, rx, seq, src, dst)
 			if polled == 0 {
 				t.Fatalf("Poll took none of %d packets", seq)
 			}

@@ -32,9 +32,8 @@ type waitState struct {
 	// pfds is the ppoll set: each socket's descriptor, then efd. It is
 	// used by the goroutine holding every socket's receive lock.
 	pfds []unix.PollFd
-	fds  []uintptr // the sockets' descriptors, as pfds
-	one  [8]byte   // the eventfd increment
-	buf  [8]byte   // where its counter is read
+	one  [8]byte // the eventfd increment
+	buf  [8]byte // where its counter is read
 }
 
 // initWait sets up PollWait once the sockets are bound. Without an eventfd
@@ -57,7 +56,7 @@ func (l *Link) initWait() {
 		l.log.Debug("udp: no eventfd: PollWait disabled", "err", err)
 		return
 	}
-	w.efd, w.fds = efd, fds
+	w.efd = efd
 	w.pfds = make([]unix.PollFd, len(fds)+1)
 	for i, fd := range fds {
 		w.pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
@@ -94,13 +93,13 @@ func (l *Link) PollWait(timeout time.Duration, ready func() bool) (int, bool) {
 	if err != nil {
 		return 0, true // EINTR: the caller checks and waits again
 	}
-	if w.pfds[len(w.fds)].Revents != 0 {
+	if w.pfds[len(l.socks)].Revents != 0 {
 		unix.Read(w.efd, w.buf[:]) // reset the counter; EAGAIN if a racing read took it
 	}
 	n := 0
 	for i, s := range l.socks {
 		if w.pfds[i].Revents != 0 {
-			n += l.drain(s, w.fds[i])
+			n += l.drain(s, uintptr(w.pfds[i].Fd))
 		}
 	}
 	return n, true
@@ -134,7 +133,7 @@ func (l *Link) endWait() {
 		return // a lock taken: its holder receives
 	}
 	for i, s := range l.socks {
-		l.drain(s, w.fds[i])
+		l.drain(s, uintptr(w.pfds[i].Fd))
 	}
 	l.unlockAll()
 }

@@ -47,15 +47,7 @@ func TestPollWait(t *testing.T) {
 		}
 		<-got
 	}
-	all := rx.WaitFor(t, int(seq))
-	for i, r := range all {
-		if msg := linktest.CheckPacket(r, uint32(i), 200, src, dst); msg != "" {
-			t.Fatalf("packet %d: %s", i, msg)
-		}
-	}
-	if len(all) != int(seq) {
-		t.Fatalf("%d packets, want %d", len(all), seq)
-	}
+	waitInOrder(t, rx, seq, src, dst)
 	if waited == 0 {
 		t.Fatalf("PollWait took none of %d packets", seq)
 	}

@@ -248,8 +248,8 @@ func (c *Core) ackedTo(p wire.PSN) {
 		p = c.psn
 	}
 	if p.After(c.ackedPSN) {
-		if c.coming && c.ackReqPSN.psn.Before(p) {
-			c.expect(false)
+		if c.ackReq.set && c.ackReq.psn.Before(p) {
+			c.setAckReq(optPSN{})
 		}
 		c.opened(int(p.Diff(c.ackedPSN)))
 		c.give(int(p.Diff(c.ackedPSN)))
@@ -466,8 +466,7 @@ func (c *Core) rewind(psn wire.PSN) {
 	// recovery learns quickly that it worked. Until then none is coming:
 	// the responder dropped what followed the lost packet, AckReq or not.
 	c.noAckPkts = AckEvery - 1
-	c.expect(false)
-	c.ackReqPSN = optPSN{}
+	c.setAckReq(optPSN{})
 }
 
 // recover starts a recovery for the retransmission just sent: until

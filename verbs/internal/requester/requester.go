@@ -287,10 +287,11 @@ type Core struct {
 	// recoverPSN ends a recovery: the PSN after the newest one sent when
 	// it started.
 	recoverPSN wire.PSN
-	noAckPkts  int    // packets since the last AckReq
-	ackNext    bool   // the next packet asks for an ACK (take)
-	ackReqPSN  optPSN // the newest PSN sent asking for an ACK
-	coming     bool   // an ACK is coming: ackReqPSN is not acknowledged
+	noAckPkts  int  // packets since the last AckReq
+	ackNext    bool // the next packet asks for an ACK (take)
+	// ackReq is the newest PSN sent asking for an ACK, set while it is
+	// not acknowledged: an ACK is coming (Budget.Expect).
+	ackReq optPSN
 	// peerAcked is the newest PSN the responder has acknowledged. An
 	// acknowledgement cannot complete requests behind a READ or atomic
 	// still waiting for its response; they complete from it once that
@@ -544,7 +545,7 @@ func (c *Core) take(n int, idle bool) bool {
 		return true
 	}
 	if !b.Take(k, idle || c.held == 0) {
-		if c.coming || c.held > budgetLow && b.Expected() > 0 {
+		if c.ackReq.set || c.held > budgetLow && b.Expected() > 0 {
 			// An acknowledgement is coming, this requester's, or (for one
 			// holding more than a few packets) another's: it gives the
 			// budget room and wakes the waiters.
@@ -580,21 +581,20 @@ func (c *Core) give(n int) {
 // Release gives back all of the budget the requester holds. Flush and
 // Reset call it; the caller calls it for a requester it drops otherwise.
 func (c *Core) Release() {
-	c.expect(false)
+	c.setAckReq(optPSN{})
 	if c.held > 0 && c.cfg.Budget != nil {
 		c.cfg.Budget.Give(c.held)
 	}
 	c.held = 0
 }
 
-// expect records whether an acknowledgement is coming (Budget.Expect).
-func (c *Core) expect(on bool) {
-	if on == c.coming {
-		return
-	}
-	c.coming = on
-	if b := c.cfg.Budget; b != nil {
-		if on {
+// setAckReq records the newest PSN with an acknowledgement coming, or none,
+// counting the change in Budget.Expect.
+func (c *Core) setAckReq(p optPSN) {
+	was := c.ackReq.set
+	c.ackReq = p
+	if b := c.cfg.Budget; b != nil && was != p.set {
+		if p.set {
 			b.Expect(1)
 		} else {
 			b.Expect(-1)
@@ -697,10 +697,9 @@ func (c *Core) emit(seq uint64, w *wqe, psn wire.PSN, off, n int) bool {
 			p.AckReq = true
 			c.noAckPkts = 0
 			c.ackNext = false
-			if !c.ackReqPSN.set || psn.After(c.ackReqPSN.psn) || !c.coming {
-				c.ackReqPSN = optPSN{psn, true}
+			if !c.ackReq.set || psn.After(c.ackReq.psn) {
+				c.setAckReq(optPSN{psn, true})
 			}
-			c.expect(true)
 		}
 	}
 	if st := c.sink.Transmit(p); st != Success {

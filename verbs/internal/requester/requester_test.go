@@ -550,19 +550,26 @@ func (b *budget) Take(n int, force bool) bool {
 
 func (b *budget) Give(n int) { b.avail += n }
 
+// budgetPair makes two requesters sharing a budget of avail packets; the
+// first has posted a 30-packet WRITE and made progress.
+func budgetPair(t *testing.T, avail int) (b *budget, ra, rb *rec) {
+	b = &budget{avail: avail}
+	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
+	ra, rb = newRec(t, 16, cfg), newRec(t, 16, cfg)
+	ra.c.SetPSN(psn0)
+	rb.c.SetPSN(psn0)
+	ra.c.Post(Write, 30*mtu, false)
+	ra.c.Progress(0, Run)
+	return b, ra, rb
+}
+
 // TestBudget: two requesters share a budget of 10 packets. The first takes
 // it all; the second, holding none, may still send one window's worth at
 // once (it would otherwise never progress), then waits for the budget;
 // acknowledgements give packets back; resent packets take none; Flush
 // returns what a requester holds.
 func TestBudget(t *testing.T) {
-	b := &budget{avail: 10}
-	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
-	ra, rb := newRec(t, 16, cfg), newRec(t, 16, cfg)
-	ra.c.SetPSN(psn0)
-	rb.c.SetPSN(psn0)
-	ra.c.Post(Write, 30*mtu, false)
-	ra.c.Progress(0, Run)
+	b, ra, rb := budgetPair(t, 10)
 	// Ten packets within the budget; the refusal of the eleventh, with no
 	// ACK coming to anyone (none of the ten asked), sends it anyway asking
 	// for one (nothing else would give the budget room but the ACK
@@ -623,13 +630,7 @@ func TestBudget(t *testing.T) {
 // with none of their own coming, each sends one packet more, asking for
 // one, so that what they hold comes back without a wake-up per packet.
 func TestBudgetFewHeld(t *testing.T) {
-	b := &budget{avail: 3}
-	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
-	ra, rb := newRec(t, 16, cfg), newRec(t, 16, cfg)
-	ra.c.SetPSN(psn0)
-	rb.c.SetPSN(psn0)
-	ra.c.Post(Write, 30*mtu, false)
-	ra.c.Progress(0, Run)
+	b, ra, rb := budgetPair(t, 3)
 	pk := ra.take()
 	wantPSNs(t, pk, psn0, 4)
 	if pk[2].AckReq || !pk[3].AckReq || b.avail != -1 || b.expect != 1 {
