@@ -117,10 +117,12 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 func (cq *CQ) Cap() int { return len(cq.ring) }
 
 // Poll moves up to len(wc) completions into wc and returns how many. It does
-// not allocate.
+// not allocate. If the CQ is empty it first receives what the link holds,
+// on the calling goroutine (Device.Poll), unless the device was opened with
+// Options.NoPollReceive.
 func (cq *CQ) Poll(wc []WC) int {
 	n := cq.poll(wc)
-	if n == 0 && cq.dev.busyPoll && len(wc) > 0 && cq.dev.Poll() > 0 {
+	if n == 0 && cq.dev.pollRecv && len(wc) > 0 && cq.dev.Poll() > 0 {
 		n = cq.poll(wc)
 	}
 	return n

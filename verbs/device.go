@@ -132,12 +132,20 @@ type Options struct {
 	RemotePort uint16
 	// Logger receives the device's logs (default slog.Default()).
 	Logger *slog.Logger
-	// BusyPoll makes CQ.Poll, when the CQ is empty, receive and handle
-	// what the link holds on the polling goroutine (Device.Poll) instead of
-	// leaving it to the link's reader to wake up: the lowest latency, for a
-	// program that polls in a loop and can spare the CPU. The reader still
-	// handles whatever arrives while nobody polls.
-	BusyPoll bool
+	// NoPollReceive leaves receiving to the link's reader goroutine while
+	// a program polls. By default a CQ.Poll that finds the CQ empty first
+	// receives and handles what the link holds on the polling goroutine
+	// (Device.Poll), without waiting, on a link that can (link.Poller: the
+	// UDP link on Linux): a program polling in a loop then drives the
+	// device itself, as with manual progress in other user-space stacks,
+	// and needs neither the reader's wake-up nor a hand-off between
+	// goroutines. It also keeps such a loop from starving the reader: with
+	// one P (GOMAXPROCS=1, as in a container limited to one CPU) a
+	// goroutine that polls and yields leaves Go's network poller unpolled
+	// for up to 10 ms at a time. The reader still handles whatever arrives
+	// while nobody polls. The cost is one non-blocking receive system call
+	// per poll that finds the CQ empty.
+	NoPollReceive bool
 	// NoWaitReceive leaves receiving to the link's reader goroutine while
 	// a goroutine waits in CQ.Wait. By default a waiter on a link that can
 	// (link.Waiter: the UDP link on Linux) sleeps in the kernel on the
@@ -187,7 +195,7 @@ type Device struct {
 	budget   *txBudget   // Options.MaxInflight; nil: no bound
 	poller   link.Poller // the link, if it can receive on a caller's goroutine
 	waiter   link.Waiter // the link, if CQ.Wait receives on the waiter's goroutine
-	busyPoll bool        // Options.BusyPoll on a link.Poller
+	pollRecv bool        // CQ.Poll receives when empty: a link.Poller, not Options.NoPollReceive
 
 	portDown atomic.Bool // the link reported itself down
 	portMu   sync.Mutex  // orders state changes with their events
@@ -273,7 +281,7 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	}
 	if p, ok := l.(link.Poller); ok {
 		d.poller = p
-		d.busyPoll = o.BusyPoll
+		d.pollRecv = !o.NoPollReceive
 	}
 	if w, ok := l.(link.Waiter); ok && !o.NoWaitReceive {
 		d.waiter = w
@@ -430,7 +438,7 @@ func (d *Device) linkState(up bool) {
 // Poll receives and handles, on the calling goroutine, the packets the link
 // holds now, without waiting, and returns how many it handled. A program
 // that busy-polls memory an RDMA WRITE fills, rather than a CQ, calls it in
-// its loop; CQ.Poll calls it by itself with Options.BusyPoll. It returns 0
+// its loop; CQ.Poll calls it by itself (see Options.NoPollReceive). It returns 0
 // at once if the link cannot be polled (see link.Poller) or its reader is
 // receiving at that moment. Poll must not be called from a completion
 // channel's or an event's handler running inside the device.

@@ -29,9 +29,9 @@ func newDevicesUDP(t testing.TB, v6 bool) (*Device, *Device) {
 }
 
 // udpNoGSO makes newDevicesUDP open links that send datagram by datagram
-// (benchmarks compare both ways in one run); udpBusyPoll opens the devices
-// with Options.BusyPoll.
-var udpNoGSO, udpNoGRO, udpBusyPoll bool
+// (benchmarks compare both ways in one run); udpNoPollRecv opens the
+// devices with Options.NoPollReceive.
+var udpNoGSO, udpNoGRO, udpNoPollRecv bool
 
 // newDevicesUDPWrapped is newDevicesUDP with the first device's link wrapped
 // by wrapA, if not nil.
@@ -75,13 +75,13 @@ func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link
 	if wrapA != nil {
 		a = wrapA(a)
 	}
-	da, err := Open(a, &Options{Name: "udp_a", RemotePort: lb.Port(), BusyPoll: udpBusyPoll})
+	da, err := Open(a, &Options{Name: "udp_a", RemotePort: lb.Port(), NoPollReceive: udpNoPollRecv})
 	if err != nil {
 		la.Close()
 		lb.Close()
 		t.Fatal(err)
 	}
-	db, err := Open(kernelHB{lb, hb, new(atomic.Uint64)}, &Options{Name: "udp_b", RemotePort: la.Port(), BusyPoll: udpBusyPoll})
+	db, err := Open(kernelHB{lb, hb, new(atomic.Uint64)}, &Options{Name: "udp_b", RemotePort: la.Port(), NoPollReceive: udpNoPollRecv})
 	if err != nil {
 		da.Close()
 		lb.Close()
@@ -193,9 +193,9 @@ func benchPair(b *testing.B, net string) *pair {
 	// udp4: GSO and GRO (the default); udp4-nogro: GSO only; udp4-nogso:
 	// neither (on loopback GRO only ever sees GSO sends).
 	udpNoGSO, udpNoGRO = net == "udp4-nogso", net == "udp4-nogso" || net == "udp4-nogro"
-	udpBusyPoll = net == "udp4-busypoll"
+	udpNoPollRecv = net == "udp4-nopoll"
 	da, db := newDevicesUDP(b, false)
-	udpNoGSO, udpNoGRO, udpBusyPoll = false, false, false
+	udpNoGSO, udpNoGRO, udpNoPollRecv = false, false, false
 	p := &pair{t: b, da: da, db: db}
 	p.connect(o)
 	return p
@@ -266,7 +266,7 @@ func BenchmarkRCWrite64K(b *testing.B) {
 // BenchmarkSendPingPong64 measures the round trip of a 64-byte SEND and its
 // 64-byte answer (ns/op), RC.
 func BenchmarkSendPingPong64(b *testing.B) {
-	for _, net := range []string{"loop", "udp4", "udp4-busypoll"} {
+	for _, net := range []string{"loop", "udp4", "udp4-nopoll"} {
 		b.Run(net, func(b *testing.B) {
 			const size = 64
 			p := benchPair(b, net)

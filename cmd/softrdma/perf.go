@@ -146,7 +146,7 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	cfg.IBPort = tf.IBPort
-	cfg.BusyPoll = tf.BusyPoll
+	cfg.NoPollReceive = !tf.BusyPoll
 	cfg.Out = out
 	if err := cfg.Normalize(); err != nil {
 		return err

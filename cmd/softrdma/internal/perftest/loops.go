@@ -84,9 +84,9 @@ func (k *clock) advance(now time.Duration) int {
 // process is otherwise idle.) Measured on a loaded 2-CPU host, two
 // processes: write_lat 3 ms typical spinning, 45-60 us yielding.
 //
-// With Config.BusyPoll, an empty poll first has the device receive on this
-// goroutine (verbs.Device.Poll; its CQ polls do so by themselves), and
-// yields only if nothing came.
+// The loop that polls memory (write_lat) first has the device receive on
+// this goroutine (verbs.Device.Poll; CQ polls do so by themselves), and
+// yields only if nothing came, unless Config.NoPollReceive.
 //
 // With Config.Events, a loop with nothing to do sleeps in CQ.Wait (await)
 // instead; a timer reset by each progress cancels the wait after
@@ -96,7 +96,7 @@ type watchdog struct {
 	last time.Time
 	what string
 	n    int
-	poll func() int // Device.Poll when busy-polling
+	poll func() int // Device.Poll, for the loop that polls memory
 	// Events: the waits' context, and the stall timer that cancels it.
 	waitCtx context.Context
 	stall   *time.Timer
@@ -105,9 +105,6 @@ type watchdog struct {
 
 func (s *side) newWatchdog(ctx context.Context, what string) *watchdog {
 	w := &watchdog{ctx: ctx, last: time.Now(), what: what}
-	if s.cfg.BusyPoll {
-		w.poll = s.dev.Poll
-	}
 	if s.cfg.Events {
 		w.waitCtx, w.cancel = context.WithCancel(ctx)
 		w.stall = time.AfterFunc(stallLimit, w.cancel)
@@ -550,6 +547,9 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
 	defer wd.stop()
+	if !s.cfg.NoPollReceive {
+		wd.poll = s.dev.Poll
+	}
 	server := s.cfg.IsServer()
 	wait := func(want byte, l *lat) error {
 		for s.buf[pollOff] != want {

@@ -133,10 +133,11 @@ type Config struct {
 	// over an rdma_cm-connected QP instead of TCP (Port is then the
 	// rdma_cm port, TCP port space).
 	RDMACM bool
-	// BusyPoll is --busy-poll: waiting loops have the device receive on
-	// their goroutine (the device must be opened with
-	// verbs.Options.BusyPoll for its CQ polls to do the same).
-	BusyPoll bool
+	// NoPollReceive is --busy-poll=false: write_lat's loop, which polls
+	// memory, leaves receiving to the link's reader goroutine instead of
+	// calling Device.Poll (the device is opened with
+	// verbs.Options.NoPollReceive, so that its CQ polls do the same).
+	NoPollReceive bool
 	// Events is -e: a loop with nothing to do sleeps until a completion
 	// arrives (CQ.Wait) instead of polling. Not with write_lat (it
 	// watches memory, not a CQ) or -D.
@@ -197,9 +198,6 @@ func (c *Config) normalize() error {
 	}
 	if c.Events && c.Duration > 0 {
 		return fmt.Errorf("%w: -e with -D", ErrUsage)
-	}
-	if c.Events && c.BusyPoll {
-		return fmt.Errorf("%w: -e with --busy-poll", ErrUsage)
 	}
 	if !c.sizeSet && c.Size == 0 {
 		switch {

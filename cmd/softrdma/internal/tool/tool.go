@@ -75,14 +75,15 @@ type Flags struct {
 	RoCEPort uint
 	// NoGSO sends every packet as its own datagram, --gso=false.
 	NoGSO bool
-	// BusyPoll is --busy-poll: the device's CQ polls receive on the polling
-	// goroutine (verbs.Options.BusyPoll).
+	// BusyPoll is --busy-poll, on by default: the device's CQ polls receive
+	// on the polling goroutine (--busy-poll=false sets
+	// verbs.Options.NoPollReceive).
 	BusyPoll bool
 }
 
 // RegisterLinkFlags defines --gso and --busy-poll on fs.
 func (f *Flags) RegisterLinkFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&f.BusyPoll, "busy-poll", false, "CQ polls receive and handle packets themselves instead of waking the receive goroutine: less latency, more CPU (softrdma extension)")
+	fs.BoolVar(&f.BusyPoll, "busy-poll", true, "polls that find nothing receive and handle packets themselves; --busy-poll=false leaves that to the receive goroutine, which polling loops can starve (softrdma extension)")
 	fs.BoolFunc("gso", "send runs of equal-sized packets as one UDP GSO send (default true; --gso=false sends datagram by datagram)", func(v string) error {
 		on, err := strconv.ParseBool(v)
 		f.NoGSO = !on
@@ -202,7 +203,7 @@ func (f *Flags) OpenAddrs(addrs []netip.Addr, ifc *net.Interface, name string, p
 		}
 		l = pcap.Tap(ul, pw, func(err error) { log.Error("pcap tap stopped", "err", err) })
 	}
-	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log, BusyPoll: f.BusyPoll})
+	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log, NoPollReceive: !f.BusyPoll})
 	if err != nil {
 		l.Close()
 		return nil, err

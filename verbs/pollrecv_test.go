@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"bytes"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -9,18 +10,31 @@ import (
 	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
-// TestBusyPoll runs SEND and WRITE ping-pongs between two busy-polling
-// devices over UDP: CQ.Poll and Device.Poll receive on the test's
-// goroutine, beside the links' readers (the WRITE is one with immediate
-// data: a memory-polling program would race with the engine's placement as
-// far as the race detector can tell). Every message must land, complete
-// once and in order; and the polls must have received some of them
-// themselves (the rounds go on until they have, 2000 at most).
-func TestBusyPoll(t *testing.T) {
+// TestPollReceive runs SEND and WRITE ping-pongs between two devices over
+// UDP, polled in a loop that yields, as programs do: CQ.Poll receives on
+// the test's goroutine, beside the links' readers (the WRITE is one with
+// immediate data: a memory-polling program would race with the engine's
+// placement as far as the race detector can tell). Every message must land,
+// complete once and in order; and the polls must have received some of
+// them themselves (the rounds go on until they have, 2000 at most). It runs
+// with the process's Ps and with one (GOMAXPROCS=1), where a loop that
+// polls and yields keeps Go's network poller from running, so that only
+// the polls' own receiving moves the packets quickly. With
+// Options.NoPollReceive the polls must receive nothing.
+func TestPollReceive(t *testing.T) {
+	t.Run("default", func(t *testing.T) { testPollReceive(t, false) })
+	t.Run("gomaxprocs1", func(t *testing.T) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		testPollReceive(t, false)
+	})
+	t.Run("nopollreceive", func(t *testing.T) { testPollReceive(t, true) })
+}
+
+func testPollReceive(t *testing.T, off bool) {
 	leakcheck.Check(t)
-	udpBusyPoll = true
+	udpNoPollRecv = off
 	da, db := newDevicesUDP(t, false)
-	udpBusyPoll = false
+	udpNoPollRecv = false
 	p := &pair{t: t, da: da, db: db}
 	p.connect(pairOpts{typ: RC, mtu: MTU1024, wr: 16, timeout: 14})
 	ma, mb := p.reg(p.pa, 8192), p.reg(p.pb, 8192)
@@ -28,7 +42,7 @@ func TestBusyPoll(t *testing.T) {
 		return da.link.(kernelHB).polled.Load() + db.link.(kernelHB).polled.Load()
 	}
 	wc := make([]WC, 4)
-	// wait polls cq, as a busy-polling program does, for completions of
+	// wait polls cq, as a polling program does, for completions of
 	// work request id with these opcodes, in any order (a CQ serves both
 	// queues of the QP).
 	wait := func(cq *CQ, id uint64, ops ...WCOpcode) {
@@ -46,10 +60,15 @@ func TestBusyPoll(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no completion %d", id)
 			}
+			runtime.Gosched()
 		}
 	}
 	round := 0
-	for ; round < 2000 && (round < 100 || polled() == 0); round++ {
+	rounds := 2000
+	if off {
+		rounds = 100
+	}
+	for ; round < rounds && (round < 100 || polled() == 0); round++ {
 		id := uint64(round)
 		// SEND a -> b, answered b -> a.
 		ma.Buf()[0] = byte(round)
@@ -83,6 +102,12 @@ func TestBusyPoll(t *testing.T) {
 	if !bytes.Equal(ma.Buf()[4096:4196], mb.Buf()[4096:4196]) {
 		t.Error("WRITE data differ")
 	}
+	if off {
+		if n := polled(); n != 0 {
+			t.Fatalf("NoPollReceive: the polls received %d packets themselves", n)
+		}
+		return
+	}
 	if polled() == 0 {
 		t.Fatalf("%d rounds, the polls received nothing themselves", round)
 	}
@@ -90,13 +115,13 @@ func TestBusyPoll(t *testing.T) {
 }
 
 // TestDevicePollNotPoller: a device on a link that cannot be polled (the
-// in-process loop) returns 0 from Poll, with or without BusyPoll.
+// in-process loop) returns 0 from Poll, and its CQ polls do not try.
 func TestDevicePollNotPoller(t *testing.T) {
-	_, da, _ := newDevicesLoop(t, &pairOpts{devOpts: &Options{BusyPoll: true}})
+	_, da, _ := newDevicesLoop(t, &pairOpts{})
 	if n := da.Poll(); n != 0 {
 		t.Fatalf("Poll on a loop link: %d", n)
 	}
-	if da.busyPoll {
+	if da.pollRecv {
 		t.Fatal("busy polling on a link that cannot be polled")
 	}
 }
