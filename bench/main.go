@@ -67,6 +67,7 @@ type bench struct {
 	tcpPort  int
 	scaleQPs int
 	cmConns  int
+	pin      bool // -pin: pairs' servers on CPU 1, clients on CPU 0
 }
 
 func runTable(args []string, out io.Writer) error {
@@ -77,6 +78,7 @@ func runTable(args []string, out io.Writer) error {
 	verbose := fs.Bool("v", false, "print each command and its output")
 	qps := fs.Int("qps", 65536, "QPs for the max_qp case")
 	conns := fs.Int("conns", 10000, "rdma_cm connections for the scale case")
+	pin := fs.Bool("pin", canPin() && numCPU() >= 2, "confine each server to CPU 1 and each client to CPU 0, as udpbw confines its receiver and sender (Linux, 2 CPUs or more)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,7 +87,7 @@ func runTable(args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{dir: dir, dur: *dur, verbose: *verbose, tcpPort: 18700, scaleQPs: *qps, cmConns: *conns}
+	b := &bench{dir: dir, dur: *dur, verbose: *verbose, tcpPort: 18700, scaleQPs: *qps, cmConns: *conns, pin: *pin}
 	fmt.Fprintln(out, "building...")
 	if err := b.build(".", "./cmd/softrdma", "softrdma"); err != nil {
 		return err
@@ -131,30 +133,52 @@ func (b *bench) build(dir, pkg, name string) error {
 
 // run runs program name with args and returns its combined output.
 func (b *bench) run(timeout time.Duration, name string, args ...string) (string, error) {
+	return b.runOn(-1, timeout, name, args...)
+}
+
+// cpu returns the CPU a pair's client (0) or server (1) runs on: that one
+// with -pin, otherwise -1 (any).
+func (b *bench) cpu(n int) int {
+	if !b.pin {
+		return -1
+	}
+	return n
+}
+
+// runOn runs program name with args on CPU cpu (any if cpu < 0) and
+// returns its combined output.
+func (b *bench) runOn(cpu int, timeout time.Duration, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(b.dir, name), args...)
-	out, err := cmd.CombinedOutput()
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := startOn(cmd, cpu)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out := buf.String()
 	if b.verbose {
 		fmt.Fprintf(os.Stderr, "$ %s %s\n%s", name, strings.Join(args, " "), out)
 	}
-	return string(out), err
+	return out, err
 }
 
 // pair runs a server and a client of program name as two processes: the
-// server with sargs, the client, once the server is up, with cargs. It
-// returns both outputs.
+// server with sargs, the client, once the server is up, with cargs; with
+// -pin, the server on CPU 1 and the client on CPU 0. It returns both
+// outputs.
 func (b *bench) pair(timeout time.Duration, name string, sargs, cargs []string) (server, client string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	srv := exec.CommandContext(ctx, filepath.Join(b.dir, name), sargs...)
 	var sout strings.Builder
 	srv.Stdout, srv.Stderr = &sout, &sout
-	if err := srv.Start(); err != nil {
+	if err := startOn(srv, b.cpu(1)); err != nil {
 		return "", "", err
 	}
 	time.Sleep(300 * time.Millisecond)
-	client, cerr := b.run(timeout, name, cargs...)
+	client, cerr := b.runOn(b.cpu(0), timeout, name, cargs...)
 	werr := srv.Wait()
 	if b.verbose {
 		fmt.Fprintf(os.Stderr, "$ %s %s (server)\n%s", name, strings.Join(sargs, " "), sout.String())
@@ -253,18 +277,27 @@ func times(a, b float64) string {
 // GSO+GRO and TCP; CPU per packet against the raw UDP cost.
 func (b *bench) bandwidth() {
 	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
-	uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-d", b.dur.String())
+	pin := "-pin=" + strconv.FormatBool(b.pin)
+	uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-d", b.dur.String(), pin)
 	u := fields(uout)
 	if err != nil || u["rx_payload_GB/s"] == 0 {
 		b.fail("UDP GSO+GRO reference", err, uout)
 	}
-	tout, err := b.run(time.Minute, "tcpbw", "-d", b.dur.String())
+	// A 64 KiB WRITE is 16 packets, the first 16 bytes longer (its RETH):
+	// two GSO sends, of 1 and 15 packets, 8 on average.
+	u8out, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-segs", "8", "-d", b.dur.String(), pin)
+	u8 := fields(u8out)["rx_payload_GB/s"]
+	if err != nil || u8 == 0 {
+		b.fail("UDP GSO+GRO 8-segment reference", err, u8out)
+	}
+	tout, err := b.run(time.Minute, "tcpbw", "-d", b.dur.String(), pin)
 	tcp := fields(tout)["GB/s"]
 	if err != nil || tcp == 0 {
 		b.fail("TCP reference", err, tout)
 	}
 	udp := u["rx_payload_GB/s"]
 	b.row("UDP GSO+GRO, 4 KiB datagrams (udpbw -mode gsogro)", "", fmt.Sprintf("%.2f GB/s", udp), "")
+	b.row("UDP GSO+GRO, 8 datagrams a send (udpbw -mode gsogro -segs 8)", "", fmt.Sprintf("%.2f GB/s", u8), "")
 	b.row("TCP stream, 64 KiB writes (tcpbw)", "", fmt.Sprintf("%.2f GB/s", tcp), "")
 	var write64 float64
 	for _, c := range []struct {
@@ -276,8 +309,17 @@ func (b *bench) bandwidth() {
 		{"RC READ 64 KiB, 1 QP", "read_bw", "65536", "1"},
 		{"RC SEND 64 KiB, 1 QP", "send_bw", "65536", "1"},
 		{"RC WRITE 64 KiB, 8 QPs", "write_bw", "65536", "8"},
+		{"RC WRITE 64 KiB, 1 QP, processes not pinned", "write_bw", "65536", "1"},
 	} {
+		pinned := b.pin
+		if strings.HasSuffix(c.name, "not pinned") {
+			if !b.pin {
+				continue
+			}
+			b.pin = false
+		}
 		sout, cout, err := b.perf(c.test, "-s", c.size, "-m", "4096", "-D", d, "-q", c.qps)
+		b.pin = pinned
 		r, ok := parseBW(cout)
 		if err != nil || !ok {
 			b.fail(c.name, err, cout+sout)
@@ -285,13 +327,14 @@ func (b *bench) bandwidth() {
 		}
 		gbs := r.mbs / 1000
 		ratio := pct(gbs, udp) + " of UDP, " + times(gbs, tcp) + " TCP"
-		if c.test == "write_bw" && c.size == "65536" && c.qps == "1" {
+		if c.size == "65536" && write64 == 0 {
 			write64 = gbs
+			ratio += ", " + pct(gbs, u8) + " of UDP at 8 a send"
 		} else if c.size == "65536" && write64 > 0 {
 			ratio += ", " + pct(gbs, write64) + " of WRITE"
 		}
 		b.row(c.name, fmt.Sprintf("%.2f GB/s", gbs), "", ratio)
-		if c.test == "write_bw" && c.qps == "1" {
+		if c.test == "write_bw" && c.qps == "1" && b.pin == pinned {
 			s, _ := parseBW(sout)
 			b.row("  CPU per packet, client / server ("+c.name+")",
 				fmt.Sprintf("%.2f / %.2f us", r.usPerPkt, s.usPerPkt),
@@ -312,7 +355,7 @@ func (b *bench) bandwidth() {
 // with 110-byte datagrams (a 64-byte WRITE's size on the wire, UDP payload).
 func (b *bench) rate() {
 	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
-	uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-size", "110", "-d", b.dur.String())
+	uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-size", "110", "-d", b.dur.String(), "-pin="+strconv.FormatBool(b.pin))
 	pps := fields(uout)["rx_pps"] / 1e6
 	if err != nil || pps == 0 {
 		b.fail("UDP GSO+GRO 110-byte reference", err, uout)
@@ -333,9 +376,11 @@ func (b *bench) rate() {
 	}
 }
 
-// latency: 64-byte WRITE and SEND round trips, default, sleeping (-e, SEND)
-// and busy-polling, against UDP round trips blocking and spinning (median,
-// p99, p99.9).
+// latency: 64-byte WRITE and SEND round trips, against UDP round trips
+// blocking and spinning (median, p99, p99.9): perftest's polling loops
+// (which receive on the polling goroutine) against spinning; sleeping in
+// CQ.Wait (-e, SEND only) and polling that leaves receiving to the link's
+// reader (--busy-poll=false) against blocking.
 func (b *bench) latency() {
 	ref := map[string][3]float64{}
 	for i, mode := range []string{"block", "spin"} {
@@ -355,7 +400,7 @@ func (b *bench) latency() {
 	for _, test := range []string{"write_lat", "send_lat"} {
 		// default: perftest's loop, polling the CQ (or memory) and yielding;
 		// -e: sleeping in CQ.Wait (not write_lat: it waits on memory).
-		for _, mode := range []string{"default", "-e", "--busy-poll"} {
+		for _, mode := range []string{"default", "-e", "--busy-poll=false"} {
 			if mode == "-e" && test == "write_lat" {
 				continue
 			}
@@ -363,11 +408,19 @@ func (b *bench) latency() {
 			name, against := "RC "+strings.ToUpper(strings.TrimSuffix(test, "_lat"))+" 64 B round trip, "+mode, "block"
 			if mode != "default" {
 				flags = append(flags, mode)
+			} else {
+				name, against = name+" (polling)", "spin"
 			}
-			if mode == "--busy-poll" {
-				against = "spin"
+			// Polls that leave receiving to the reader starve it in a
+			// process confined to one CPU (Go's network poller waits for
+			// sysmon, 10 ms a packet): that mode runs unpinned.
+			pinned := b.pin
+			if mode == "--busy-poll=false" && b.pin {
+				b.pin = false
+				name += ", not pinned"
 			}
 			_, cout, err := b.perf(test, flags...)
+			b.pin = pinned
 			m := reLat.FindStringSubmatch(cout)
 			if err != nil || m == nil {
 				b.fail(name, err, cout)
@@ -429,7 +482,11 @@ func (b *bench) scale() {
 
 func (b *bench) print(w io.Writer, took time.Duration) {
 	host, _ := os.Hostname()
-	fmt.Fprintf(w, "\nsoftrdma bench, %s, %d CPUs, %s (took %v)\n\n", host, numCPU(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	pinned := "processes not pinned"
+	if b.pin {
+		pinned = "servers on CPU 1, clients on CPU 0"
+	}
+	fmt.Fprintf(w, "\nsoftrdma bench, %s, %d CPUs, %s, %s (took %v)\n\n", host, numCPU(), pinned, time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
 	fmt.Fprintln(w, "| case | softrdma | raw reference, same run | ratio |")
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, r := range b.rows {
