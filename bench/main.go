@@ -456,8 +456,8 @@ func (b *bench) scale() {
 		b.fail(n+" RC connections by rdma_cm, two processes", err, cout+sout)
 	} else {
 		b.row(n+" RC connections by rdma_cm, two processes, a SEND on each",
-			fmt.Sprintf("%.0f connections/s; client %.1f / server %.1f KiB heap per QP, %.1f / %.1f KiB RSS; %.0f disconnects reached the server",
-				c["conn_per_s"], c["heap_per_conn"]/1024, s["heap_per_conn"]/1024, c["rss_per_conn"]/1024, s["rss_per_conn"]/1024, s["disconnected"]), "", "")
+			fmt.Sprintf("%.0f connections/s; client %.1f / server %.1f KiB heap per QP, %.1f / %.1f KiB RSS; %.0f disconnects reached the server (%.0f MADs found no receive buffer and were resent)",
+				c["conn_per_s"], c["heap_per_conn"]/1024, s["heap_per_conn"]/1024, c["rss_per_conn"]/1024, s["rss_per_conn"]/1024, s["disconnected"], s["ud_no_recv"]), "", "")
 	}
 	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
 	var one float64

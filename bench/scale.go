@@ -135,7 +135,7 @@ func (f *cmFlags) parse(name string, args []string) error {
 	fs.StringVar(&f.addr, "addr", "127.0.0.2", "the server's address")
 	fs.IntVar(&f.port, "port", 7471, "the rdma_cm port")
 	fs.IntVar(&f.rocePort, "roce-port", 14791, "the UDP port both sides bind and send RoCEv2 to")
-	fs.DurationVar(&f.linger, "linger", 5*time.Second, "how long the client stays after closing the connections (its CM resends lost DREQs)")
+	fs.DurationVar(&f.linger, "linger", 10*time.Second, "how long the client stays after closing the connections (its CM resends lost DREQs)")
 	return fs.Parse(args)
 }
 
@@ -285,7 +285,8 @@ wait:
 			break wait
 		}
 	}
-	fmt.Fprintf(out, "server disconnected=%d\n", disc)
+	st := side.dev.Stats()
+	fmt.Fprintf(out, "server disconnected=%d ud_no_recv=%d\n", disc, st.RxBadState.Load())
 	for _, c := range conns {
 		c.Close()
 	}

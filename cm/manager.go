@@ -44,6 +44,12 @@ const (
 	DefaultMaxRetries      = 15
 )
 
+// DefaultRecvDepth is Options.RecvDepth's default: MAD receive buffers
+// enough (296 KiB) for a burst of disconnects from a peer closing thousands
+// of connections at once to lose a third of it rather than nine tenths
+// (Linux's MAD layer posts 512).
+const DefaultRecvDepth = 1024
+
 // Options configure a Manager.
 type Options struct {
 	// Logger receives the Manager's logs (default slog.Default()).
@@ -57,7 +63,10 @@ type Options struct {
 	// TimeWait overrides the time-wait period (default: the local ACK
 	// timeout of the connection, 4.096 µs * 2^timeout).
 	TimeWait time.Duration
-	// RecvDepth is the number of MAD receive buffers (default 256).
+	// RecvDepth is the number of MAD receive buffers (default
+	// DefaultRecvDepth). A MAD that finds none posted is dropped, as on
+	// any UD QP, and its sender's retransmission, a response timeout
+	// later, is what recovers it.
 	RecvDepth int
 }
 
@@ -134,7 +143,7 @@ func New(dev *verbs.Device, opts *Options) (*Manager, error) {
 		return nil, errf(ErrInvalid, "max retries %d (0..15)", o.MaxRetries)
 	}
 	if o.RecvDepth == 0 {
-		o.RecvDepth = 256
+		o.RecvDepth = DefaultRecvDepth
 	}
 	m := &Manager{dev: dev, log: o.Logger.With("cm", dev.Name()), opts: o,
 		guid: dev.QueryDevice().NodeGUID, ahs: map[ahKey]*verbs.AH{},
