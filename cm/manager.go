@@ -46,7 +46,7 @@ const (
 
 // DefaultRecvDepth is Options.RecvDepth's default: MAD receive buffers
 // enough (296 KiB) for a burst of disconnects from a peer closing thousands
-// of connections at once to lose a third of it rather than nine tenths
+// of connections at once to lose about half of it rather than nine tenths
 // (Linux's MAD layer posts 512).
 const DefaultRecvDepth = 1024
 
