@@ -70,16 +70,27 @@ type swqe struct {
 
 // sendQueue holds the send work requests' data, slot i for the requester
 // core's sequence numbers i, i+depth, ... (the core keeps their order and
-// progress).
+// progress). Its slots are allocated by the first post (ensure): a QP
+// that never sends costs none of them, and creating many QPs stays quick.
 type sendQueue struct {
-	slots         []swqe
-	drainNotified bool
+	slots           []swqe
+	n, nsge, inline int // the slots' shape, for ensure
+	drainNotified   bool
 }
 
+// init shapes the queue: n slots of nsge SGEs and inline bytes each.
 func (q *sendQueue) init(n, nsge, inline int) {
+	q.n, q.nsge, q.inline = n, nsge, inline
+}
+
+// ensure allocates the slots if they are not yet.
+func (q *sendQueue) ensure() {
+	if q.slots != nil {
+		return
+	}
+	n, nsge, inline := q.n, q.nsge, q.inline
 	// One backing array for all the slots' SGLs, and one for their inline
-	// data: three allocations per queue, whatever its depth (a QP is set up
-	// in microseconds, and 65,536 of them in well under 2 s).
+	// data: three allocations per queue, whatever its depth.
 	q.slots = make([]swqe, n)
 	sgls := make([]mem.SGE, n*nsge)
 	var in []byte
@@ -102,12 +113,23 @@ type rwqe struct {
 	length int
 }
 
+// recvQueue is a receive queue (a QP's or an SRQ's). A QP's slots are
+// allocated by its first post (ensure), as a send queue's.
 type recvQueue struct {
 	slots      []rwqe
 	head, tail uint64
+	n, nsge    int // the slots' shape, for ensure
 }
 
-func (q *recvQueue) init(n, nsge int) {
+// init shapes the queue: n slots of nsge SGEs each.
+func (q *recvQueue) init(n, nsge int) { q.n, q.nsge = n, nsge }
+
+// ensure allocates the slots if they are not yet.
+func (q *recvQueue) ensure() {
+	if q.slots != nil {
+		return
+	}
+	n, nsge := q.n, q.nsge
 	q.slots = make([]rwqe, n)
 	sgls := make([]mem.SGE, n*nsge)
 	for i := range q.slots {
@@ -117,7 +139,7 @@ func (q *recvQueue) init(n, nsge int) {
 
 func (q *recvQueue) reset()      { q.head, q.tail = 0, 0 }
 func (q *recvQueue) count() int  { return int(q.tail - q.head) }
-func (q *recvQueue) full() bool  { return q.count() == len(q.slots) }
+func (q *recvQueue) full() bool  { return q.count() == q.n }
 func (q *recvQueue) peek() *rwqe { return &q.slots[q.head%uint64(len(q.slots))] }
 
 func (q *recvQueue) push(wr *RecvWR) {
@@ -141,6 +163,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 		if err := qp.checkRecvLocked(wr); err != nil {
 			return &WRError{Index: i, WRID: wr.ID, Err: err}
 		}
+		qp.rq.ensure()
 		qp.rq.push(wr)
 		if qp.state == StateErr {
 			qp.flushRecvLocked()
@@ -169,7 +192,7 @@ func (qp *QP) checkRecvLocked(wr *RecvWR) error {
 		return errf(ErrInvalid, "%d SGEs, QP allows %d", len(wr.SGL), qp.attr.Cap.MaxRecvSGE)
 	}
 	if qp.rq.full() {
-		return errf(ErrQueueFull, "receive queue holds %d", len(qp.rq.slots))
+		return errf(ErrQueueFull, "receive queue holds %d", qp.rq.n)
 	}
 	return nil
 }
@@ -219,6 +242,7 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	}
 	s := &SRQ{pd: pd, maxSGE: attr.MaxSGE, limit: attr.SRQLimit}
 	s.rq.init(attr.MaxWR, attr.MaxSGE)
+	s.rq.ensure()
 	return s, nil
 }
 

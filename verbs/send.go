@@ -61,7 +61,7 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 		return errf(ErrState, "post send in state %v", qp.state)
 	}
 	if qp.req.Outstanding() == qp.req.Depth() {
-		return errf(ErrQueueFull, "send queue holds %d", len(qp.sq.slots))
+		return errf(ErrQueueFull, "send queue holds %d", qp.sq.n)
 	}
 	if len(wr.SGL) > qp.attr.Cap.MaxSendSGE && wr.Flags&SendInline == 0 {
 		return errf(ErrInvalid, "%d SGEs, QP allows %d", len(wr.SGL), qp.attr.Cap.MaxSendSGE)
@@ -112,6 +112,7 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 }
 
 func (qp *QP) enqueueLocked(wr *SendWR) error {
+	qp.sq.ensure()
 	w := qp.sq.at(qp.req.Tail())
 	*w = swqe{sgl: w.sgl[:0], inline: w.inline[:0]}
 	w.id, w.op, w.info, w.flags, w.imm = wr.ID, wr.Opcode, wrInfoOf(wr.Opcode), wr.Flags, wr.Imm

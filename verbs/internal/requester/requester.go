@@ -264,7 +264,8 @@ type Core struct {
 	sink Sink
 	now  int64 // the time of the event being handled
 
-	q               []wqe  // ring of work requests, by sequence number
+	q               []wqe  // ring of work requests, by sequence number (nil until the first Post)
+	depth           int    // len(q) once allocated
 	head, cur, tail uint64 // oldest not retired; next to send; next free
 
 	psn wire.PSN // next PSN to send
@@ -312,17 +313,18 @@ type Core struct {
 	pkt Packet // scratch for Transmit
 }
 
-// Init sets up a requester for a send queue of depth work requests.
+// Init sets up a requester for a send queue of depth work requests. Its
+// queue is allocated by the first Post.
 func (c *Core) Init(depth int, sink Sink) {
-	*c = Core{q: make([]wqe, depth), sink: sink, cwnd: MaxUnacked, ssthresh: MaxUnacked}
+	*c = Core{depth: depth, sink: sink, cwnd: MaxUnacked, ssthresh: MaxUnacked}
 }
 
 // Reset returns the requester to its state after Init (the QP's RESET).
 func (c *Core) Reset() {
 	c.Release()
-	q, sink, cfg := c.q, c.sink, c.cfg
+	q, depth, sink, cfg := c.q, c.depth, c.sink, c.cfg
 	clear(q)
-	*c = Core{q: q, sink: sink, cfg: cfg, cwnd: MaxUnacked, ssthresh: MaxUnacked}
+	*c = Core{q: q, depth: depth, sink: sink, cfg: cfg, cwnd: MaxUnacked, ssthresh: MaxUnacked}
 }
 
 // Configure sets the QP attributes the requester follows.
@@ -359,7 +361,7 @@ func (c *Core) Outstanding() int { return int(c.tail - c.head) }
 func (c *Core) Tail() uint64 { return c.tail }
 
 // Depth returns the number of work requests the send queue holds.
-func (c *Core) Depth() int { return len(c.q) }
+func (c *Core) Depth() int { return c.depth }
 
 // Drained reports whether nothing started is still outstanding (SQD's
 // drained condition).
@@ -378,6 +380,9 @@ func (c *Core) at(seq uint64) *wqe { return &c.q[seq%uint64(len(c.q))] }
 // keeps its data in a slot of its own under the same number (modulo
 // Depth). The queue must not be full.
 func (c *Core) Post(class Class, length int, fence bool) uint64 {
+	if c.q == nil {
+		c.q = make([]wqe, c.depth)
+	}
 	seq := c.tail
 	*c.at(seq) = wqe{class: class, length: length, fence: fence, state: stPosted}
 	c.tail++
