@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,11 +85,36 @@ func (l *Link) PollWait(timeout time.Duration, ready func() bool) (int, bool) {
 		w.inPoll.Store(false)
 		return 0, true
 	}
-	ts := unix.NsecToTimespec(max(int64(timeout), 0))
 	for i := range w.pfds {
 		w.pfds[i].Revents = 0
 	}
-	_, err := unix.Ppoll(w.pfds, &ts, nil)
+	// With one P (GOMAXPROCS=1, as in a process confined to one CPU) the
+	// first rawWait of the wait keeps it: a blocking system call gives
+	// the P up, the runtime hands it to a thread that polls the network,
+	// and that thread, woken by the same datagram, runs the link's reader
+	// while this one waits for the P back: a hand-off between threads on
+	// every wake-up, which doubled a round trip. The price: the process's
+	// other goroutines wait for up to rawWait. With more Ps the hand-off
+	// does not happen and holding one measured slower.
+	timeout = max(timeout, 0)
+	var err error
+	if first := min(timeout, rawWait); runtime.GOMAXPROCS(0) == 1 && first > 0 {
+		ts := unix.NsecToTimespec(int64(first))
+		r, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&w.pfds[0])), uintptr(len(w.pfds)),
+			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		switch {
+		case errno != 0:
+			err = errno
+		case r > 0:
+			timeout = 0
+		default:
+			timeout -= first
+		}
+	}
+	if err == nil && timeout > 0 {
+		ts := unix.NsecToTimespec(int64(timeout))
+		_, err = unix.Ppoll(w.pfds, &ts, nil)
+	}
 	w.inPoll.Store(false)
 	if err != nil {
 		return 0, true // EINTR: the caller checks and waits again
@@ -207,3 +233,7 @@ func (l *Link) closeWait() {
 	}
 	unix.Close(w.efd)
 }
+
+// rawWait is how long a PollWait in a process with one P sleeps at first
+// without giving the P up.
+const rawWait = 500 * time.Microsecond
