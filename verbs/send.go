@@ -161,8 +161,13 @@ func (qp *QP) gate() requester.Gate {
 	return requester.Hold
 }
 
-// now returns the device clock's time in nanoseconds, for the requester.
-func (qp *QP) now() int64 { return time.Now().UnixNano() }
+// now returns the device clock's time in nanoseconds, for the requester:
+// monotonic (a step of the wall clock moves no timer), and one clock read
+// where time.Now makes two.
+func (qp *QP) now() int64 { return int64(time.Since(clockEpoch)) }
+
+// clockEpoch is the zero of QP.now.
+var clockEpoch = time.Now()
 
 // progressLocked sends what the window and credits allow.
 func (qp *QP) progressLocked() { qp.req.Progress(qp.now(), qp.gate()) }
