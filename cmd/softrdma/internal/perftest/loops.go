@@ -75,14 +75,20 @@ func (k *clock) advance(now time.Duration) int {
 
 // watchdog paces a waiting loop and fails it when it makes no progress.
 //
-// A waiting loop polls without sleeping, as perftest does, but yields the
-// CPU to other processes on every empty poll (sched_yield): when both sides
-// of a ping-pong and the threads that carry their packets share a few
-// CPUs, pure spinning makes each round trip wait for a scheduler tick,
-// while a yield costs under a microsecond when nothing else wants the CPU.
-// (Not a sleep: Go rounds sleeps below a millisecond up to one when the
-// process is otherwise idle.) Measured on a loaded 2-CPU host, two
-// processes: write_lat 3 ms typical spinning, 45-60 us yielding.
+// A waiting loop polls without sleeping, as perftest does, yielding to
+// the process's other goroutines on every empty poll, and the CPU to other
+// threads (sched_yield): when both sides and the threads that carry their
+// packets share a few CPUs, pure spinning makes each round trip wait for a
+// scheduler tick, while a yield costs under a microsecond when nothing
+// else wants the CPU (not a sleep: Go rounds sleeps below a millisecond up
+// to one when the process is otherwise idle). Measured on a loaded 2-CPU
+// host, two processes: write_lat 3 ms typical spinning, 45-60 us yielding.
+// A latency test's polls receive themselves (unless Config.NoPollReceive),
+// so the one packet it waits for needs no other thread: there the CPU
+// yield only hands the CPU to threads with nothing to do with the round
+// trip, and it is left out (two unpinned processes' SEND round trip: 96-98
+// us with it, 24-25 us without). A bandwidth test keeps it: without it two
+// unpinned processes moved 1.1-1.5 GB/s instead of 1.5-2.0.
 //
 // The loop that polls memory (write_lat) first has the device receive on
 // this goroutine (verbs.Device.Poll; CQ polls do so by themselves), and
@@ -92,11 +98,12 @@ func (k *clock) advance(now time.Duration) int {
 // instead; a timer reset by each progress cancels the wait after
 // stallLimit.
 type watchdog struct {
-	ctx  context.Context
-	last time.Time
-	what string
-	n    int
-	poll func() int // Device.Poll, for the loop that polls memory
+	ctx     context.Context
+	last    time.Time
+	what    string
+	n       int
+	poll    func() int // Device.Poll, for the loop that polls memory
+	yieldOS bool       // idle yields the CPU too (sched_yield)
 	// Events: the waits' context, and the stall timer that cancels it.
 	waitCtx context.Context
 	stall   *time.Timer
@@ -104,7 +111,7 @@ type watchdog struct {
 }
 
 func (s *side) newWatchdog(ctx context.Context, what string) *watchdog {
-	w := &watchdog{ctx: ctx, last: time.Now(), what: what}
+	w := &watchdog{ctx: ctx, last: time.Now(), what: what, yieldOS: true}
 	if s.cfg.Events {
 		w.waitCtx, w.cancel = context.WithCancel(ctx)
 		w.stall = time.AfterFunc(stallLimit, w.cancel)
@@ -152,7 +159,9 @@ func (w *watchdog) await(cq *verbs.CQ, wcs []verbs.WC) (int, error) {
 func (w *watchdog) idle() error {
 	w.n++
 	if w.poll == nil || w.poll() == 0 {
-		osYield()
+		if w.yieldOS {
+			osYield()
+		}
 		runtime.Gosched()
 	}
 	if w.n&0x3ff != 0 {
@@ -529,6 +538,7 @@ func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
 	defer wd.stop()
+	wd.yieldOS = s.cfg.NoPollReceive // see watchdog
 	return s.latLoop(size, 1, func(n uint64, l *lat) error {
 		wr[0].ID = n
 		l.mark()
@@ -547,6 +557,7 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
 	defer wd.stop()
+	wd.yieldOS = s.cfg.NoPollReceive // see watchdog
 	if !s.cfg.NoPollReceive {
 		wd.poll = s.dev.Poll
 	}
@@ -611,6 +622,7 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 	wc := make([]verbs.WC, 1)
 	wd := s.newWatchdog(ctx, "waiting for the peer's SEND")
 	defer wd.stop()
+	wd.yieldOS = s.cfg.NoPollReceive // see watchdog
 	client := !c.IsServer()
 	var rcnt uint64
 	recv := func(l *lat) error {
