@@ -5,6 +5,7 @@ package interop
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/softrdma/softrdma/interop/pcapcheck"
 	"github.com/softrdma/softrdma/interop/peer"
+	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -347,6 +349,20 @@ func testPeer(t *testing.T, s *suite) {
 	for _, want := range []string{"PORT_ACTIVE", "active_mtu:\t\t1024", "::ffff:198.18.0.2, RoCE v2", "fd00:198:18::2, RoCE v2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ibv_devinfo lacks %q:\n%s", want, out)
+		}
+	}
+	// rxe derives its node GUID from the MAC address as roce does.
+	mr, err := s.guest(ctx, "cat /sys/class/net/eth0/address")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mac, err := net.ParseMAC(strings.TrimSpace(string(mr.Stdout))); err != nil {
+		t.Errorf("guest eth0 address %q: %v", mr.Stdout, err)
+	} else {
+		g := roce.NodeGUIDFromMAC(mac)
+		want := fmt.Sprintf("node_guid:			%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
+		if !strings.Contains(out, want) {
+			t.Errorf("rxe0 on MAC %s: ibv_devinfo lacks %q, roce.NodeGUIDFromMAC's:\n%s", mac, want, out)
 		}
 	}
 	st, err := s.p.Status(ctx)

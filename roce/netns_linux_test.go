@@ -1,6 +1,8 @@
 package roce
 
 import (
+	"fmt"
+	"net/netip"
 	"os/exec"
 	"runtime"
 	"testing"
@@ -81,4 +83,60 @@ func expectEvent(t testing.TB, d *verbs.Device, typ verbs.EventType) verbs.Async
 		t.Fatalf("no async event, want %v", typ)
 	}
 	return verbs.AsyncEvent{}
+}
+
+// TestNodeGUIDFromInterface opens devices on an interface of a network
+// namespace of its own whose MAC address it sets: the node GUID is the
+// address's modified EUI-64, as Linux rxe's, whether the device is opened by
+// interface or by address. It needs CAP_SYS_ADMIN (unshare), ip, and dummy
+// or veth interfaces; without them it is skipped.
+func TestNodeGUIDFromInterface(t *testing.T) {
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip(8)")
+	}
+	t.Run("netns", func(t *testing.T) {
+		runtime.LockOSThread() // never unlocked: see TestPortFollowsInterface
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			t.Skipf("unshare(CLONE_NEWNET): %v", err)
+		}
+		ip := func(args ...string) error {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("ip %v: %v: %s", args, err, out)
+			}
+			return nil
+		}
+		if err := ip("link", "add", "g0", "type", "dummy"); err != nil {
+			if err2 := ip("link", "add", "g0", "type", "veth", "peer", "name", "g1"); err2 != nil {
+				t.Skipf("no dummy or veth interface: %v; %v", err, err2)
+			}
+		}
+		for _, args := range [][]string{
+			{"link", "set", "g0", "address", "02:42:ac:11:00:02"},
+			{"addr", "add", "10.77.0.1/24", "dev", "g0"},
+			{"link", "set", "g0", "up"},
+		} {
+			if err := ip(args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const want = 0x0042acfffe110002
+		d, err := OpenInterface("g0", &Options{Port: 14799})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := d.QueryDevice()
+		d.Close()
+		if got.NodeGUID != want || got.SysImageGUID != want {
+			t.Errorf("OpenInterface: node GUID %#x, system image GUID %#x, want %#x", got.NodeGUID, got.SysImageGUID, want)
+		}
+		d, err = Open([]netip.Addr{netip.MustParseAddr("10.77.0.1")}, &Options{Port: 14799})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = d.QueryDevice()
+		d.Close()
+		if got.NodeGUID != want {
+			t.Errorf("Open: node GUID %#x, want %#x", got.NodeGUID, want)
+		}
+	})
 }

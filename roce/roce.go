@@ -6,6 +6,7 @@
 package roce
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -66,9 +67,14 @@ func openUDP(addrs []netip.Addr, o Options, ifname string) (*verbs.Device, error
 	if o.RemotePort == 0 {
 		o.RemotePort = o.Port
 	}
-	if o.MTU == 0 {
+	if o.MTU == 0 || o.NodeGUID == 0 {
 		if ifc, err := netif.InterfaceOf(addrs[0]); err == nil {
-			o.MTU = verbs.MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+			if o.MTU == 0 {
+				o.MTU = verbs.MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
+			}
+			if o.NodeGUID == 0 {
+				o.NodeGUID = NodeGUIDFromMAC(ifc.HardwareAddr)
+			}
 		}
 		if o.MTU == 0 {
 			o.MTU = verbs.MTU1024
@@ -113,10 +119,26 @@ func OpenInterface(name string, opts *Options) (*verbs.Device, error) {
 	if o.MTU == 0 {
 		o.MTU = verbs.MTUFromBytes(min(ifc.MTU-rxeHeaderRoom, 4096))
 	}
+	if o.NodeGUID == 0 {
+		o.NodeGUID = NodeGUIDFromMAC(ifc.HardwareAddr)
+	}
 	if runtime.GOOS != "linux" {
 		name = "" // no netlink: the port does not follow the interface
 	}
 	return openUDP(addrs, o, name)
+}
+
+// NodeGUIDFromMAC returns the node GUID Linux rxe gives a device on an
+// interface with this MAC address: the modified EUI-64 of the address
+// (FF:FE in its middle, the universal/local bit inverted), as IPv6 forms
+// an interface identifier. It returns 0 for an address that is not 6 bytes
+// or is all zeros (loopback has none); verbs.Open then derives one.
+func NodeGUIDFromMAC(mac net.HardwareAddr) uint64 {
+	if len(mac) != 6 || binary.BigEndian.Uint32(mac[:4]) == 0 && binary.BigEndian.Uint16(mac[4:]) == 0 {
+		return 0
+	}
+	eui := [8]byte{mac[0] ^ 0x02, mac[1], mac[2], 0xFF, 0xFE, mac[3], mac[4], mac[5]}
+	return binary.BigEndian.Uint64(eui[:])
 }
 
 // GIDOrder returns an interface's addresses in rxe's GID order.

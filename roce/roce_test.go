@@ -62,3 +62,29 @@ func TestGIDOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeGUIDFromMAC checks the modified EUI-64 against addresses worked by
+// hand, and the addresses that give none.
+func TestNodeGUIDFromMAC(t *testing.T) {
+	for _, c := range []struct {
+		mac  string
+		want uint64
+	}{
+		{"02:42:ac:11:00:02", 0x0042acfffe110002},
+		{"00:1b:21:aa:bb:cc", 0x021b21fffeaabbcc},
+		{"52:54:00:12:34:56", 0x505400fffe123456},
+		{"00:00:00:00:00:00", 0},
+		{"00:00:00:00:fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:01", 0}, // IPoIB
+	} {
+		mac, err := net.ParseMAC(c.mac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := NodeGUIDFromMAC(mac); got != c.want {
+			t.Errorf("NodeGUIDFromMAC(%s) = %#x, want %#x", c.mac, got, c.want)
+		}
+	}
+	if got := NodeGUIDFromMAC(nil); got != 0 {
+		t.Errorf("NodeGUIDFromMAC(nil) = %#x", got)
+	}
+}

@@ -5,9 +5,8 @@ package verbs
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -132,6 +131,12 @@ type Options struct {
 	RemotePort uint16
 	// Logger receives the device's logs (default slog.Default()).
 	Logger *slog.Logger
+	// NodeGUID is the device's node and system image GUID (QueryDevice).
+	// If zero it is derived from the device's name and GIDs: the same on
+	// every run, and different for devices of different names or
+	// addresses. The roce package derives it from the interface's MAC
+	// address, as Linux rxe does.
+	NodeGUID uint64
 	// NoPollReceive leaves receiving to the link's reader goroutine while
 	// a program polls. By default a CQ.Poll that finds the CQ empty first
 	// receives and handles what the link holds on the polling goroutine
@@ -271,8 +276,6 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	if len(addrs) == 0 {
 		return nil, errf(ErrInvalid, "link has no addresses")
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
 	d := &Device{
 		name: o.Name, link: l, log: o.Logger.With("device", o.Name),
 		mtu: o.MTU, rport: o.RemotePort, mrs: mem.NewTable(nil),
@@ -292,10 +295,12 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	case o.MaxInflight > 0:
 		d.budget = newTxBudget(d, o.MaxInflight)
 	}
-	// A GUID in the style of an EUI-64 with the locally administered bit.
-	d.guid = binary.BigEndian.Uint64(rnd[:])&^(0x01<<56) | 0x02<<56
 	for _, a := range addrs {
 		d.gids = append(d.gids, wire.GIDFromAddr(a))
+	}
+	d.guid = o.NodeGUID
+	if d.guid == 0 {
+		d.guid = derivedGUID(o.Name, d.gids)
 	}
 	if sn, ok := l.(link.StateNotifier); ok {
 		sn.NotifyState(d.linkState)
@@ -454,3 +459,14 @@ func (d *Device) Stats() *DeviceStats { return &d.stats }
 
 // lookupQP returns the QP for a destination QPN on the data path.
 func (d *Device) lookupQP(n wire.QPN) *QP { return d.qpTable.get(n) }
+
+// derivedGUID is a GUID for a device without one: an FNV-1a hash of its
+// name and GIDs, in the form of a locally administered unicast EUI-64.
+func derivedGUID(name string, gids []wire.GID) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	for _, g := range gids {
+		h.Write(g[:])
+	}
+	return h.Sum64()&^(0x01<<56) | 0x02<<56
+}
