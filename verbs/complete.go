@@ -19,7 +19,14 @@ func (qp *QP) handleResponseLocked(pkt wire.Packet) {
 	now, g, psn := qp.now(), qp.gate(), pkt.BTH().PSN()
 	switch pkt.Opcode() {
 	case wire.RCAcknowledge:
-		qp.req.Ack(now, g, pkt.AETH().Syndrome(), psn)
+		syn := pkt.AETH().Syndrome()
+		switch {
+		case syn.IsRNR():
+			qp.count(cntRcvdRNR, 1)
+		case syn.IsNAK() && syn.NAKCode() == wire.NAKPSNSequence:
+			qp.count(cntRcvdSeqErr, 1)
+		}
+		qp.req.Ack(now, g, syn, psn)
 	case wire.RCAtomicAcknowledge:
 		qp.req.AtomicAck(now, g, psn, pkt.AtomicAckETH().Orig())
 	default:

@@ -204,6 +204,8 @@ type Device struct {
 
 	portDown atomic.Bool // the link reported itself down
 	portMu   sync.Mutex  // orders state changes with their events
+
+	cnt hwCounters // the device's events under rxe's names (Counters)
 }
 
 // DeviceStats counts what the device's receive path dropped, and some of
@@ -435,6 +437,7 @@ func (d *Device) linkState(up bool) {
 	ev := AsyncEvent{Type: EventPortActive, Port: 1}
 	if !up {
 		ev.Type = EventPortErr
+		d.cnt[cntLinkDowned].Add(1)
 	}
 	d.log.Info("port state changed", "state", map[bool]string{true: "ACTIVE", false: "DOWN"}[up])
 	d.postEvent(ev)

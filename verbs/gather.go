@@ -79,6 +79,7 @@ const gatherMax = 256
 func (g *txGather) flush() {
 	if len(g.batch) > 0 {
 		if err := g.dev.link.Send(g.batch); err != nil {
+			g.dev.cnt[cntSendErr].Add(uint64(len(g.batch)))
 			g.dev.log.Debug("link send", "err", err)
 		}
 		for _, p := range g.batch {

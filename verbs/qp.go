@@ -160,6 +160,8 @@ type QP struct {
 	// lastPost is when the latest post returned (or, for one left to the
 	// pacer, began), clock nanoseconds.
 	lastPost atomic.Int64
+	// cnt counts the QP's events under rxe's names (Counters).
+	cnt hwCounters
 
 	// txMu orders the sends of the QP's packets once they have left mu:
 	// unlockSend takes it before releasing mu, so batches go out in the

@@ -91,6 +91,7 @@ func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
 		d.stats.RxPKeyDrop.Add(1)
 		return
 	}
+	qp.count(cntRcvdPkts, 1)
 	if info.Is(wire.FlagResponse) {
 		if qp.state != StateRTR {
 			qp.handleResponseLocked(pkt)

@@ -102,6 +102,9 @@ func (qp *QP) completeRecvLocked(wc *WC, solicited bool) {
 	qp.resp.hasWQE = false
 	wc.WRID = qp.resp.wqe.id
 	wc.QPNum = qp.qpn
+	if wc.Status == Success {
+		qp.count(cntRDMARecvs, 1)
+	}
 	if !qp.recvCQ.push(wc, solicited) {
 		qp.cqOverflowLocked()
 	}
@@ -138,12 +141,14 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 		// expected PSN, until the expected packet arrives.
 		qp.dev.stats.RxOutOfSeq.Add(1)
 		if !r.nakSent {
+			qp.count(cntOutOfSeqReq, 1) // as rxe: once, with the NAK
 			r.nakSent = true
 			qp.sendAckLocked(wire.NAKSyndrome(wire.NAKPSNSequence), r.psn)
 		}
 		return
 	case diff < 0:
 		qp.dev.stats.RxDuplicate.Add(1)
+		qp.count(cntDupReq, 1)
 		qp.duplicateLocked(pkt)
 		return
 	}
@@ -384,6 +389,7 @@ func (qp *QP) responderFailLocked(status Status, ev EventType) {
 
 func (qp *QP) sendRNRLocked(psn wire.PSN) {
 	qp.resp.ackPending = false
+	qp.count(cntSendRNR, 1)
 	qp.sendAckLocked(wire.RNRSyndrome(qp.attr.MinRNRTimer), psn)
 }
 

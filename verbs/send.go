@@ -250,6 +250,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 
 // queueLocked adds a packet to the QP's outgoing batch.
 func (qp *QP) queueLocked(p *link.Packet) {
+	qp.count(cntSentPkts, 1)
 	qp.out = append(qp.out, p)
 	if len(qp.out) >= maxOut {
 		qp.flushLocked()
@@ -320,6 +321,7 @@ func (qp *QP) flushLocked() {
 // sendBatch hands batch to the link and returns its packets to the pool.
 func (qp *QP) sendBatch(batch []*link.Packet) {
 	if err := qp.dev.link.Send(batch); err != nil {
+		qp.count(cntSendErr, uint64(len(batch)))
 		qp.dev.log.Debug("link send", "qpn", qp.qpn, "err", err)
 	}
 	for _, p := range batch {
@@ -333,6 +335,14 @@ func (s *reqSink) Retire(seq uint64, st requester.Status) {
 	qp := (*QP)(s)
 	w := qp.sq.at(seq)
 	status := coreStatus[st]
+	switch {
+	case status == Success && w.info.class == classSend:
+		qp.count(cntRDMASends, 1)
+	case status == RetryExcErr:
+		qp.count(cntRetryExceeded, 1)
+	case status == RNRRetryExcErr:
+		qp.count(cntRNRRetryExceeded, 1)
+	}
 	if w.signaled || status != Success {
 		wc := WC{WRID: w.id, Status: status, Opcode: w.info.wc, QPNum: qp.qpn}
 		if status == Success {
@@ -395,6 +405,7 @@ func (s *reqSink) Count(c requester.Counter) {
 		qp.dev.stats.RxOutOfSeq.Add(1)
 	case requester.RetryTimeout:
 		qp.dev.stats.TxRetryTimeouts.Add(1)
+		qp.count(cntCompRetry, 1)
 		qp.dev.log.Debug("ACK timeout: retransmitting", "qpn", qp.qpn, "psn", qp.req.AckedPSN(), "next", qp.req.PSN(), "cwnd", qp.req.Window(), "mode", qp.req.Mode(), "out", qp.req.Outstanding())
 	}
 }
