@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,7 @@ import (
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/pcap"
 	"github.com/softrdma/softrdma/link/udp"
+	"github.com/softrdma/softrdma/metrics"
 	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
@@ -79,10 +81,14 @@ type Flags struct {
 	// on the polling goroutine (--busy-poll=false sets
 	// verbs.Options.NoPollReceive).
 	BusyPoll bool
+	// Metrics is an address to serve the device's counters at for
+	// Prometheus (http://ADDR/metrics), --metrics.
+	Metrics string
 }
 
-// RegisterLinkFlags defines --gso and --busy-poll on fs.
+// RegisterLinkFlags defines --gso, --busy-poll and --metrics on fs.
 func (f *Flags) RegisterLinkFlags(fs *flag.FlagSet) {
+	fs.StringVar(&f.Metrics, "metrics", "", "serve the device's counters for Prometheus at http://`host:port`/metrics while the tool runs ('softrdma stat' reads them; softrdma extension)")
 	fs.BoolVar(&f.BusyPoll, "busy-poll", true, "polls that find nothing receive and handle packets themselves; --busy-poll=false leaves that to the receive goroutine, which polling loops can starve (softrdma extension)")
 	fs.BoolFunc("gso", "send runs of equal-sized packets as one UDP GSO send (default true; --gso=false sends datagram by datagram)", func(v string) error {
 		on, err := strconv.ParseBool(v)
@@ -118,6 +124,17 @@ type Device struct {
 	Interface string
 	// Pcap is the tap's writer, or nil.
 	Pcap *pcap.Writer
+	// MetricsAddr is where --metrics serves the counters, or nil.
+	MetricsAddr net.Addr
+	stopMetrics func()
+}
+
+// Close stops serving the counters (--metrics) and closes the device.
+func (d *Device) Close() error {
+	if d.stopMetrics != nil {
+		d.stopMetrics()
+	}
+	return d.Device.Close()
 }
 
 // Open opens the device the flags select. peer is the peer host of a client
@@ -203,12 +220,24 @@ func (f *Flags) OpenAddrs(addrs []netip.Addr, ifc *net.Interface, name string, p
 		}
 		l = pcap.Tap(ul, pw, func(err error) { log.Error("pcap tap stopped", "err", err) })
 	}
-	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log, NoPollReceive: !f.BusyPoll})
+	var guid uint64
+	if mtuIfc != nil {
+		guid = roce.NodeGUIDFromMAC(mtuIfc.HardwareAddr)
+	}
+	dev, err := verbs.Open(l, &verbs.Options{Name: name, MTU: mtu, RemotePort: peerPort, Logger: log,
+		NoPollReceive: !f.BusyPoll, NodeGUID: guid})
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
 	d := &Device{Device: dev, Pcap: pw}
+	if f.Metrics != "" {
+		if d.MetricsAddr, d.stopMetrics, err = metrics.Serve(context.Background(), f.Metrics, dev); err != nil {
+			dev.Close()
+			return nil, fmt.Errorf("--metrics %s: %w", f.Metrics, err)
+		}
+		fmt.Fprintf(os.Stderr, "softrdma: %s's counters at http://%s/metrics\n", name, d.MetricsAddr)
+	}
 	if ifc != nil {
 		d.Interface = ifc.Name
 	}
