@@ -248,7 +248,7 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 		common = []string{"-R"}
 	}
 	common = append(append(common, "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)), c.extra...)
-	host := append([]string{"perf", c.test, "-d", s.p.Tap()}, common...)
+	host := append([]string{"perf", c.test, "-d", s.p.Tap(), "--stats"}, common...)
 	guest := "ib_" + c.test + " -d rxe0 -F " + strings.Join(common, " ")
 	var server, client side
 	if role == "server" {
@@ -259,10 +259,38 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 	if c.cm {
 		server = s.cmServerSide(role, server.Host, server.Guest, exchangePort)
 	}
+	// rxe's counters around the run: what rxe0 received and sent is what
+	// softrdma sent and received (the tap loses nothing), and its
+	// completed SENDs and receives are softrdma's receives and SENDs. The
+	// rdma_cm cases' MADs count on both sides too; rxe's counters are the
+	// device's, and nothing else uses it meanwhile.
+	before, err := s.rxeCounters(ctx)
+	if err != nil {
+		return err
+	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
 		return err
 	}
+	after, err := s.rxeCounters(ctx)
+	if err != nil {
+		return err
+	}
+	mine := so
+	if role == "client" {
+		mine = co
+	}
+	soft, err := softCounters(mine.stdout)
+	if err != nil {
+		return fmt.Errorf("%s: %v\nstdout:\n%s", mine.cmd, err, mine.stdout)
+	}
+	for _, c := range [][2]string{{"sent_pkts", "rcvd_pkts"}, {"rcvd_pkts", "sent_pkts"}, {"rdma_sends", "rdma_recvs"}, {"rdma_recvs", "rdma_sends"}} {
+		if d := after[c[1]] - before[c[1]]; soft[c[0]] != d {
+			return fmt.Errorf("softrdma's %s is %d, rxe0's %s grew by %d (rxe0 %v -> %v; softrdma %v)", c[0], soft[c[0]], c[1], d, before, after, soft)
+		}
+	}
+	t.Logf("counters agree with rxe0's: softrdma sent %d packets, received %d; SENDs %d, receives %d",
+		soft["sent_pkts"], soft["rcvd_pkts"], soft["rdma_sends"], soft["rdma_recvs"])
 	checked := []*outcome{so, co}
 	if c.test == "read_lat" || c.test == "atomic_lat" {
 		// perftest's server is passive in these and prints no result.
@@ -275,6 +303,48 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 	}
 	t.Logf("report (%s):\n%s", client, reportLines(co.stdout))
 	return nil
+}
+
+// rxeCounters reads rxe0's hardware counters in the guest.
+func (s *suite) rxeCounters(ctx context.Context) (map[string]uint64, error) {
+	r, err := s.guest(ctx, "cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep . *")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]uint64{}
+	for _, l := range strings.Split(strings.TrimSpace(string(r.Stdout)), "\n") {
+		name, v, ok := strings.Cut(l, ":")
+		n, err := strconv.ParseUint(v, 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("rxe0 hw_counters line %q", l)
+		}
+		m[name] = n
+	}
+	return m, nil
+}
+
+// softCounters parses the counters line perf --stats prints.
+func softCounters(out string) (map[string]uint64, error) {
+	for _, l := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "counters:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f)%2 != 0 {
+			return nil, fmt.Errorf("counters line %q", l)
+		}
+		m := map[string]uint64{}
+		for i := 0; i < len(f); i += 2 {
+			n, err := strconv.ParseUint(f[i+1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("counters line %q: %v", l, err)
+			}
+			m[f[i]] = n
+		}
+		return m, nil
+	}
+	return nil, errors.New("no counters line (perf --stats)")
 }
 
 // perftestReport finds the result line ("#bytes #iterations ...") of a

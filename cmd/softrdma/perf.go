@@ -175,6 +175,7 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	err = perftest.Run(ctx, cfg, dev.Device, nil)
 	if err == nil {
 		takeStats(dev.Link()).report(out, before)
+		reportCounters(out, dev.Device)
 	}
 	return err
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/verbs"
 )
 
 // runStats is what perf --stats reports of a run: the link's counters and
@@ -45,4 +47,17 @@ func ratio(n, d uint64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", float64(n)/float64(d))
+}
+
+// reportCounters writes the device's counters under Linux rxe's names, as
+// `softrdma stat` prints them, since the device opened.
+func reportCounters(w io.Writer, d *verbs.Device) {
+	line := " counters:"
+	for _, c := range d.Counters() {
+		if !slices.Contains(rxeCounters, c.Name) {
+			break
+		}
+		line += fmt.Sprintf(" %s %d", c.Name, c.Value)
+	}
+	fmt.Fprintln(w, line)
 }
