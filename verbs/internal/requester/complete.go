@@ -448,6 +448,13 @@ func (c *Core) rewind(psn wire.PSN) {
 			c.psn = psn
 			if psn.Before(w.firstPSN) {
 				c.psn = w.firstPSN
+				// Every request before w is complete, so every PSN before
+				// its first is acknowledged: a READ or atomic completed
+				// by its response can leave ackedPSN behind, and the
+				// window would count those PSNs in flight for good and
+				// keep w from going again (retire catches up only when
+				// c.psn allows it; a rewind had moved c.psn back).
+				c.ackedTo(w.firstPSN)
 			}
 			w.state = stSending
 			if !w.class.rdAtomic() {
