@@ -32,11 +32,11 @@ const (
 	cntSendRNR
 	// cntRcvdSeqErr: PSN sequence error NAKs the requester received.
 	cntRcvdSeqErr
-	// cntAckDeferred: responses the completer queued to handle later
+	// ack_deferred: responses the completer queued to handle later
 	// (rxe's completer task). softrdma's requester handles every
 	// response as it arrives, so this stays 0; it is listed so that
 	// tools reading rxe's set find it.
-	cntAckDeferred
+	_
 	// cntRetryExceeded: send work requests completed with RETRY_EXC_ERR.
 	cntRetryExceeded
 	// cntRNRRetryExceeded: send work requests completed with
