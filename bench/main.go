@@ -137,9 +137,9 @@ func (b *bench) run(timeout time.Duration, name string, args ...string) (string,
 }
 
 // cpu returns the CPU a pair's client (0) or server (1) runs on: that one
-// with -pin, otherwise -1 (any).
-func (b *bench) cpu(n int) int {
-	if !b.pin {
+// if pinned, otherwise -1 (any).
+func cpu(pinned bool, n int) int {
+	if !pinned {
 		return -1
 	}
 	return n
@@ -169,16 +169,21 @@ func (b *bench) runOn(cpu int, timeout time.Duration, name string, args ...strin
 // -pin, the server on CPU 1 and the client on CPU 0. It returns both
 // outputs.
 func (b *bench) pair(timeout time.Duration, name string, sargs, cargs []string) (server, client string, err error) {
+	return b.pairOn(b.pin, timeout, name, sargs, cargs)
+}
+
+// pairOn is pair, pinned or not.
+func (b *bench) pairOn(pinned bool, timeout time.Duration, name string, sargs, cargs []string) (server, client string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	srv := exec.CommandContext(ctx, filepath.Join(b.dir, name), sargs...)
 	var sout strings.Builder
 	srv.Stdout, srv.Stderr = &sout, &sout
-	if err := startOn(srv, b.cpu(1)); err != nil {
+	if err := startOn(srv, cpu(pinned, 1)); err != nil {
 		return "", "", err
 	}
 	time.Sleep(300 * time.Millisecond)
-	client, cerr := b.runOn(b.cpu(0), timeout, name, cargs...)
+	client, cerr := b.runOn(cpu(pinned, 0), timeout, name, cargs...)
 	werr := srv.Wait()
 	if b.verbose {
 		fmt.Fprintf(os.Stderr, "$ %s %s (server)\n%s", name, strings.Join(sargs, " "), sout.String())
@@ -192,11 +197,16 @@ func (b *bench) pair(timeout time.Duration, name string, sargs, cargs []string) 
 // perf runs "softrdma perf TEST" as a server/client pair with the shared
 // flags and --stats, and returns both outputs.
 func (b *bench) perf(test string, flags ...string) (server, client string, err error) {
+	return b.perfOn(b.pin, test, flags...)
+}
+
+// perfOn is perf, pinned or not.
+func (b *bench) perfOn(pinned bool, test string, flags ...string) (server, client string, err error) {
 	b.tcpPort++
 	common := append([]string{"perf", test, "-p", strconv.Itoa(b.tcpPort), "--stats", "--progress=false"}, flags...)
 	sargs := append(append([]string{}, common...), "--bind", "127.0.0.2")
 	cargs := append(append([]string{}, common...), "--bind", "127.0.0.1", "127.0.0.2")
-	return b.pair(2*time.Minute, "softrdma", sargs, cargs)
+	return b.pairOn(pinned, 2*time.Minute, "softrdma", sargs, cargs)
 }
 
 // bwRow is one perftest bandwidth report row and the --stats lines.
@@ -303,23 +313,19 @@ func (b *bench) bandwidth() {
 	for _, c := range []struct {
 		name, test, size string
 		qps              string
+		unpinned         bool // the same case with the processes free, for comparison
 	}{
-		{"RC WRITE 64 KiB, 1 QP", "write_bw", "65536", "1"},
-		{"RC WRITE 1 MiB, 1 QP", "write_bw", "1048576", "1"},
-		{"RC READ 64 KiB, 1 QP", "read_bw", "65536", "1"},
-		{"RC SEND 64 KiB, 1 QP", "send_bw", "65536", "1"},
-		{"RC WRITE 64 KiB, 8 QPs", "write_bw", "65536", "8"},
-		{"RC WRITE 64 KiB, 1 QP, processes not pinned", "write_bw", "65536", "1"},
+		{"RC WRITE 64 KiB, 1 QP", "write_bw", "65536", "1", false},
+		{"RC WRITE 1 MiB, 1 QP", "write_bw", "1048576", "1", false},
+		{"RC READ 64 KiB, 1 QP", "read_bw", "65536", "1", false},
+		{"RC SEND 64 KiB, 1 QP", "send_bw", "65536", "1", false},
+		{"RC WRITE 64 KiB, 8 QPs", "write_bw", "65536", "8", false},
+		{"RC WRITE 64 KiB, 1 QP, processes not pinned", "write_bw", "65536", "1", true},
 	} {
-		pinned := b.pin
-		if strings.HasSuffix(c.name, "not pinned") {
-			if !b.pin {
-				continue
-			}
-			b.pin = false
+		if c.unpinned && !b.pin {
+			continue // every row is unpinned already
 		}
-		sout, cout, err := b.perf(c.test, "-s", c.size, "-m", "4096", "-D", d, "-q", c.qps)
-		b.pin = pinned
+		sout, cout, err := b.perfOn(b.pin && !c.unpinned, c.test, "-s", c.size, "-m", "4096", "-D", d, "-q", c.qps)
 		r, ok := parseBW(cout)
 		if err != nil || !ok {
 			b.fail(c.name, err, cout+sout)
@@ -334,7 +340,7 @@ func (b *bench) bandwidth() {
 			ratio += ", " + pct(gbs, write64) + " of WRITE"
 		}
 		b.row(c.name, fmt.Sprintf("%.2f GB/s", gbs), "", ratio)
-		if c.test == "write_bw" && c.qps == "1" && b.pin == pinned {
+		if c.test == "write_bw" && c.qps == "1" {
 			s, _ := parseBW(sout)
 			b.row("  CPU per packet, client / server ("+c.name+")",
 				fmt.Sprintf("%.2f / %.2f us", r.usPerPkt, s.usPerPkt),
@@ -414,13 +420,11 @@ func (b *bench) latency() {
 			// Polls that leave receiving to the reader starve it in a
 			// process confined to one CPU (Go's network poller waits for
 			// sysmon, 10 ms a packet): that mode runs unpinned.
-			pinned := b.pin
-			if mode == "--busy-poll=false" && b.pin {
-				b.pin = false
+			pinned := b.pin && mode != "--busy-poll=false"
+			if b.pin && !pinned {
 				name += ", not pinned"
 			}
-			_, cout, err := b.perf(test, flags...)
-			b.pin = pinned
+			_, cout, err := b.perfOn(pinned, test, flags...)
 			m := reLat.FindStringSubmatch(cout)
 			if err != nil || m == nil {
 				b.fail(name, err, cout)

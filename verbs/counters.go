@@ -1,6 +1,9 @@
 package verbs
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // Counter is a named count kept by a device or a QP.
 type Counter struct {
@@ -64,6 +67,10 @@ var hwCounterNames = [numHWCounters]string{
 	"retry_exceeded_err", "retry_rnr_exceeded_err", "completer_retry_err",
 	"send_err", "link_downed", "rdma_sends", "rdma_recvs",
 }
+
+// RxeCounterNames returns the names of the counters Device.Counters lists
+// first: Linux rxe's hardware counters, in rxe's order.
+func RxeCounterNames() []string { return slices.Clone(hwCounterNames[:]) }
 
 // hwCounters is a set of counters under rxe's names.
 type hwCounters [numHWCounters]atomic.Uint64

@@ -14,13 +14,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/verbs"
 )
 
 // rxeCounters are Linux rxe's hardware counters, in the order `rdma
 // statistic show link` prints them.
-var rxeCounters = []string{"sent_pkts", "rcvd_pkts", "duplicate_request", "out_of_seq_request",
-	"rcvd_rnr_err", "send_rnr_err", "rcvd_seq_err", "ack_deferred", "retry_exceeded_err",
-	"retry_rnr_exceeded_err", "completer_retry_err", "send_err", "link_downed", "rdma_sends", "rdma_recvs"}
+var rxeCounters = verbs.RxeCounterNames()
 
 // runStat prints the counters a running tool serves with --metrics, in
 // the shape of `rdma statistic show link`.

@@ -119,6 +119,14 @@ func (s *side) newWatchdog(ctx context.Context, what string) *watchdog {
 	return w
 }
 
+// newLatWatchdog is newWatchdog for a latency test's loop, which yields the
+// CPU only if its polls do not receive (see watchdog).
+func (s *side) newLatWatchdog(ctx context.Context, what string) *watchdog {
+	w := s.newWatchdog(ctx, what)
+	w.yieldOS = s.cfg.NoPollReceive
+	return w
+}
+
 // stop releases the watchdog's timer and context.
 func (w *watchdog) stop() {
 	if w.stall != nil {
@@ -536,9 +544,8 @@ func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
 	wr := []verbs.SendWR{s.sendWR(0, size)}
 	wr[0].Flags |= verbs.SendSignaled
 	wc := make([]verbs.WC, 1)
-	wd := s.newWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
+	wd := s.newLatWatchdog(ctx, fmt.Sprintf("waiting for %s completions", s.cfg.Test.Verb))
 	defer wd.stop()
-	wd.yieldOS = s.cfg.NoPollReceive // see watchdog
 	return s.latLoop(size, 1, func(n uint64, l *lat) error {
 		wr[0].ID = n
 		l.mark()
@@ -555,9 +562,8 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 	postOff := size - 1
 	pollOff := len(s.qps)*s.buffSize + size - 1
 	wc := make([]verbs.WC, 1)
-	wd := s.newWatchdog(ctx, "waiting for the peer's RDMA WRITE")
+	wd := s.newLatWatchdog(ctx, "waiting for the peer's RDMA WRITE")
 	defer wd.stop()
-	wd.yieldOS = s.cfg.NoPollReceive // see watchdog
 	if !s.cfg.NoPollReceive {
 		wd.poll = s.dev.Poll
 	}
@@ -620,9 +626,8 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 	wr := []verbs.SendWR{s.sendWR(0, size)}
 	wr[0].Flags |= verbs.SendSignaled
 	wc := make([]verbs.WC, 1)
-	wd := s.newWatchdog(ctx, "waiting for the peer's SEND")
+	wd := s.newLatWatchdog(ctx, "waiting for the peer's SEND")
 	defer wd.stop()
-	wd.yieldOS = s.cfg.NoPollReceive // see watchdog
 	client := !c.IsServer()
 	var rcnt uint64
 	recv := func(l *lat) error {
