@@ -252,8 +252,14 @@ func (p *pacer) loop() {
 			}
 			g.lock(qp)
 			qp.listed = false
+			passOn := false
 			if qp.budgetWait.CompareAndSwap(true, false) && !qp.dead {
 				qp.progressLocked()
+				// Woken for room it did not take (it had nothing more to
+				// send, or another path sent it meanwhile) and not waiting
+				// again: the room goes to the next waiter, or it would
+				// stay free with QPs listed for it.
+				passOn = !qp.budgetWait.Load()
 			}
 			if qp.resp.pumpScheduled {
 				qp.resp.pumpScheduled = false
@@ -262,6 +268,9 @@ func (p *pacer) loop() {
 				}
 			}
 			g.unlock(qp) // the packets of several QPs go out in one call
+			if b := qp.dev.budget; passOn && b.nwait.Load() > 0 && b.avail.Load() > 0 {
+				b.Give(0)
+			}
 			select {
 			case <-p.done:
 				g.put()
@@ -297,11 +306,22 @@ func newTxBudget(d *Device, n int) *txBudget {
 
 // Take reserves n packets (requester.Budget).
 func (b *txBudget) Take(n int, force bool) bool {
-	if b.avail.Add(int64(-n)) >= 0 || force {
+	if force {
+		b.avail.Add(int64(-n))
 		return true
 	}
-	b.avail.Add(int64(n))
-	return false
+	// Compare-and-swap, not subtract-and-undo: between the two, a Give
+	// would see the room it returned as taken and wake nobody, and the
+	// waiters would stay listed with the room free.
+	for {
+		a := b.avail.Load()
+		if a < int64(n) {
+			return false
+		}
+		if b.avail.CompareAndSwap(a, a-int64(n)) {
+			return true
+		}
+	}
 }
 
 // Give returns n packets and wakes as many waiting QPs, oldest first
@@ -325,7 +345,25 @@ func (b *txBudget) Give(n int) {
 
 // Expect counts the QPs with an acknowledgement coming
 // (requester.Budget).
-func (b *txBudget) Expect(d int) { b.expect.Add(int64(d)) }
+func (b *txBudget) Expect(d int) {
+	if b.expect.Add(int64(d)) == 0 && d < 0 && b.nwait.Load() > 0 {
+		b.wakeAll()
+	}
+}
+
+// wakeAll wakes every waiting QP: none has an acknowledgement coming to
+// give it room, so each must look again (and, refused, send a packet
+// asking for one).
+func (b *txBudget) wakeAll() {
+	b.mu.Lock()
+	for _, qp := range b.wait {
+		b.dev.pacer.add(qp)
+	}
+	clear(b.wait)
+	b.wait = b.wait[:0]
+	b.nwait.Store(0)
+	b.mu.Unlock()
+}
 
 // Expected returns how many QPs have an acknowledgement coming
 // (requester.Budget).
@@ -341,4 +379,15 @@ func (b *txBudget) waitFor(qp *QP) {
 	b.wait = append(b.wait, qp)
 	b.nwait.Add(1)
 	b.mu.Unlock()
+	// A Give or the last Expect(-1) between the refusal and the listing
+	// saw no waiter and woke nobody: look again now that qp is listed.
+	// (They change avail or expect, then load nwait; this adds to nwait,
+	// then loads them: one of the two sees the other.) Without this a QP
+	// whose room came back in that gap waited for its ACK timeout.
+	switch {
+	case b.expect.Load() == 0:
+		b.wakeAll()
+	case b.avail.Load() > 0:
+		b.Give(0)
+	}
 }

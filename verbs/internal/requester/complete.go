@@ -248,11 +248,14 @@ func (c *Core) ackedTo(p wire.PSN) {
 		p = c.psn
 	}
 	if p.After(c.ackedPSN) {
+		c.opened(int(p.Diff(c.ackedPSN)))
+		c.give(int(p.Diff(c.ackedPSN)))
+		// The room first, then the expectation: requesters waiting on
+		// this acknowledgement are woken by the room, or, if it was the
+		// last one coming, by the count's reaching zero (Budget.Expect).
 		if c.ackReq.set && c.ackReq.psn.Before(p) {
 			c.setAckReq(optPSN{})
 		}
-		c.opened(int(p.Diff(c.ackedPSN)))
-		c.give(int(p.Diff(c.ackedPSN)))
 		c.ackedPSN = p
 		if m := c.mode; m == Recovering || m == RecoveringFired {
 			// Progress: a recovery goes on until recoverPSN is reached.

@@ -212,7 +212,10 @@ type Budget interface {
 	Give(n int)
 	// Expect counts the requesters with an acknowledgement coming: d is
 	// +1 when one sends a packet asking for one while none was coming, -1
-	// when none is any more. Expected returns the count.
+	// when none is any more. Expected returns the count. A requester that
+	// waits trusting another's acknowledgement must be woken when the
+	// count reaches zero: the room that acknowledgement gave may have gone
+	// to a requester that was not waiting.
 	Expect(d int)
 	Expected() int
 }
