@@ -22,6 +22,9 @@ type WC struct {
 	VendorErr uint32
 	ByteLen   uint32
 	Imm       uint32 // valid with WCWithImm, in host order
+	// InvalidatedRKey is the R_Key a received SEND_WITH_INV invalidated,
+	// valid with WCWithInv (ibv_wc's invalidated_rkey).
+	InvalidatedRKey wire.RKey
 	QPNum     wire.QPN
 	SrcQP     wire.QPN
 	Flags     WCFlags
