@@ -25,13 +25,13 @@ type WC struct {
 	// InvalidatedRKey is the R_Key a received SEND_WITH_INV invalidated,
 	// valid with WCWithInv (ibv_wc's invalidated_rkey).
 	InvalidatedRKey wire.RKey
-	QPNum     wire.QPN
-	SrcQP     wire.QPN
-	Flags     WCFlags
-	PKeyIndex uint16
-	SLID      uint16
-	SL        uint8
-	DLIDPath  uint8
+	QPNum           wire.QPN
+	SrcQP           wire.QPN
+	Flags           WCFlags
+	PKeyIndex       uint16
+	SLID            uint16
+	SL              uint8
+	DLIDPath        uint8
 }
 
 // CompChannel delivers completion events of the CQs attached to it.

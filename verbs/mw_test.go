@@ -303,15 +303,23 @@ func TestMWBindErrors(t *testing.T) {
 		noBind bool // the region lacks MW_BIND
 	}{
 		{"region without MW_BIND", AccessLocalWrite | AccessRemoteRead, MWType2,
-			func(mr *MR) MWBindInfo { return MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessRemoteRead} }, true},
+			func(mr *MR) MWBindInfo {
+				return MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessRemoteRead}
+			}, true},
 		{"writable window, region without LOCAL_WRITE", AccessRemoteRead, MWType2,
-			func(mr *MR) MWBindInfo { return MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessRemoteWrite} }, false},
+			func(mr *MR) MWBindInfo {
+				return MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessRemoteWrite}
+			}, false},
 		{"range outside the region", AccessLocalWrite | AccessRemoteRead, MWType2,
-			func(mr *MR) MWBindInfo { return MWBindInfo{MR: mr, Addr: mr.Addr() + 100, Length: 4096, Access: AccessRemoteRead} }, false},
+			func(mr *MR) MWBindInfo {
+				return MWBindInfo{MR: mr, Addr: mr.Addr() + 100, Length: 4096, Access: AccessRemoteRead}
+			}, false},
 		{"type 2 zero length", AccessLocalWrite, MWType2,
 			func(mr *MR) MWBindInfo { return MWBindInfo{MR: mr, Addr: mr.Addr()} }, false},
 		{"type 1 zero-based by work request", AccessLocalWrite, MWType1,
-			func(mr *MR) MWBindInfo { return MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessZeroBased} }, false},
+			func(mr *MR) MWBindInfo {
+				return MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessZeroBased}
+			}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{})
