@@ -22,16 +22,17 @@ type WC struct {
 	VendorErr uint32
 	ByteLen   uint32
 	Imm       uint32 // valid with WCWithImm, in host order
+	QPNum     wire.QPN
+	SrcQP     wire.QPN
+	Flags     WCFlags
+	PKeyIndex uint16
+	SLID      uint16
+	SL        uint8
+	DLIDPath  uint8
+
 	// InvalidatedRKey is the R_Key a received SEND_WITH_INV invalidated,
 	// valid with WCWithInv (ibv_wc's invalidated_rkey).
 	InvalidatedRKey wire.RKey
-	QPNum           wire.QPN
-	SrcQP           wire.QPN
-	Flags           WCFlags
-	PKeyIndex       uint16
-	SLID            uint16
-	SL              uint8
-	DLIDPath        uint8
 }
 
 // CompChannel delivers completion events of the CQs attached to it.
