@@ -6,6 +6,7 @@
 package verbs
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -288,4 +289,71 @@ func (qp *QP) invalidateFailedLocked(psn wire.PSN, ackReq bool) {
 		qp.completeRecvLocked(&WC{Status: RemInvReqErr, Opcode: WCRecv}, false)
 	}
 	qp.enterErrorLocked()
+}
+
+// ReRegFlags say what MR.ReReg changes (ibv_rereg_mr_flags).
+type ReRegFlags int
+
+// The reregistration flags.
+const (
+	// ReRegTranslation: a new buffer. Linux rxe does not support it, nor
+	// does softrdma (ErrNotSupported): register a new region instead.
+	ReRegTranslation ReRegFlags = 1 << 0
+	// ReRegPD moves the region to another protection domain.
+	ReRegPD ReRegFlags = 1 << 1
+	// ReRegAccess changes the region's access.
+	ReRegAccess ReRegFlags = 1 << 2
+)
+
+// ReReg changes the region's protection domain (ReRegPD) and access
+// (ReRegAccess) in place, as ibv_rereg_mr on Linux rxe does: the memory,
+// address and L_Key stay, and the R_Key is the L_Key if the new access has
+// a remote flag, else 0 (as at registration). Flags 0 change nothing. It
+// fails with ErrNotSupported for ReRegTranslation, ErrInvalid for unknown
+// flags, a PD of another device or access RegMR would refuse, ErrBusy
+// while memory windows are bound to the region, and ErrClosed if it is
+// deregistered. It must not run concurrently with other calls on the MR.
+func (mr *MR) ReReg(flags ReRegFlags, pd *PD, access Access) error {
+	if flags&ReRegTranslation != 0 {
+		return errf(ErrNotSupported, "reregistration with a new translation")
+	}
+	if flags&^(ReRegPD|ReRegAccess) != 0 {
+		return errf(ErrInvalid, "reregistration flags %#x", int(flags))
+	}
+	if flags == 0 {
+		return nil
+	}
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	if mr.dead {
+		return errf(ErrClosed, "MR deregistered")
+	}
+	newPD, newAccess := mr.pd, mr.Access()
+	if flags&ReRegAccess != 0 {
+		newAccess = access
+	}
+	if flags&ReRegPD != 0 {
+		if pd == nil || pd.dev != mr.pd.dev {
+			return errf(ErrInvalid, "reregistration to a PD of another device")
+		}
+		if err := pd.hold(); err != nil {
+			return err
+		}
+		newPD = pd
+	}
+	m, err := mr.pd.dev.mrs.Reregister(mr.m, newPD.id, mem.Access(newAccess))
+	if err != nil {
+		if newPD != mr.pd {
+			newPD.release()
+		}
+		if errors.Is(err, mem.ErrBusy) {
+			return errf(ErrBusy, "memory windows are bound to the region")
+		}
+		return errf(ErrInvalid, "%v", err)
+	}
+	if newPD != mr.pd {
+		mr.pd.release()
+	}
+	mr.pd, mr.m = newPD, m
+	return nil
 }

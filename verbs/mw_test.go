@@ -467,3 +467,70 @@ func TestMWAPIErrors(t *testing.T) {
 		t.Errorf("names %v %v", WCBindMW, WRSendWithInv)
 	}
 }
+
+// TestMRReReg: ibv_rereg_mr as rxe supports it. Dropping remote read makes
+// the peer's READ fail with REM_ACCESS_ERR; adding it back (same keys)
+// lets it read again; moving the region to another PD makes the key fail
+// on the old PD's QP; translation is not supported; bound windows refuse.
+func TestMRReReg(t *testing.T) {
+	forMWNets(t, func(t *testing.T, p *pair) {
+		mr := regBind(t, p.pb, 4096, AccessLocalWrite|AccessRemoteRead)
+		lk, rk := mr.LKey(), mr.RKey()
+		local := p.reg(p.pa, 64)
+		read := func(id uint64) {
+			post(t, p.qa, SendWR{ID: id, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{local.SGE(0, 8)}, RemoteAddr: mr.Addr(), RKey: rk})
+		}
+		read(1)
+		wantWC(t, oneWC(t, p.ca), 1, WCRDMARead, Success)
+		if err := mr.ReReg(ReRegAccess, nil, AccessLocalWrite|AccessMWBind); err != nil {
+			t.Fatal(err)
+		}
+		if mr.RKey() != 0 || mr.LKey() != lk {
+			t.Fatalf("keys after dropping remote access: %#x %#x", mr.LKey(), mr.RKey())
+		}
+		if err := mr.ReReg(ReRegAccess, nil, AccessLocalWrite|AccessRemoteRead|AccessMWBind); err != nil {
+			t.Fatal(err)
+		}
+		if mr.RKey() != rk {
+			t.Fatalf("R_Key %#x after restoring remote read, want %#x", mr.RKey(), rk)
+		}
+		read(2)
+		wantWC(t, oneWC(t, p.ca), 2, WCRDMARead, Success)
+		if err := mr.ReReg(ReRegTranslation, nil, 0); !errors.Is(err, ErrNotSupported) {
+			t.Fatalf("translation: %v", err)
+		}
+		if err := mr.ReReg(ReRegAccess, nil, AccessRemoteWrite); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("remote write without local write: %v", err)
+		}
+		mw := allocMW(t, p.pb, MWType1)
+		if _, err := p.qb.BindMW(mw, MWBind{ID: 3, Flags: SendSignaled, Info: MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 8, Access: AccessRemoteRead}}); err != nil {
+			t.Fatal(err)
+		}
+		wantWC(t, oneWC(t, p.cb), 3, WCBindMW, Success)
+		if err := mr.ReReg(ReRegAccess, nil, AccessLocalWrite); !errors.Is(err, ErrBusy) {
+			t.Fatalf("with a window bound: %v", err)
+		}
+		if err := mw.Dealloc(); err != nil {
+			t.Fatal(err)
+		}
+		other, err := p.db.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mr.ReReg(ReRegPD, other, 0); err != nil {
+			t.Fatal(err)
+		}
+		if mr.PD() != other {
+			t.Fatal("PD not changed")
+		}
+		p.calm()
+		read(4)
+		wantWC(t, oneWC(t, p.ca), 4, WCRDMARead, RemAccessErr)
+		if err := mr.Dereg(); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Dealloc(); err != nil {
+			t.Fatalf("the other PD after Dereg: %v", err)
+		}
+	})
+}

@@ -281,3 +281,37 @@ func (t *Table) Window(key wire.RKey) (MWType, bool) {
 	}
 	return mw.Type, true
 }
+
+// Reregister changes a region's protection domain and access (rxe's
+// rxe_rereg_user_mr, which supports those two): the region keeps its
+// memory, address and L_Key, and its R_Key is the L_Key again if the new
+// access has a remote flag, else 0. The returned region replaces mr, which
+// is retired. It fails with ErrInvalid for access that Register would
+// refuse or that adds or drops ZeroBased (a change of translation), ErrKey
+// if mr is not registered in t, and ErrBusy while windows are bound to it.
+func (t *Table) Reregister(mr *MR, pd PD, access Access) (*MR, error) {
+	if err := access.validate(); err != nil {
+		return nil, err
+	}
+	if mr == nil {
+		return nil, ErrKey
+	}
+	if (access^mr.Access)&ZeroBased != 0 {
+		return nil, fmt.Errorf("%w: reregistration cannot change ZeroBased", ErrInvalid)
+	}
+	key := uint32(mr.LKey)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.get(key) != mr || mr.win != nil {
+		return nil, ErrKey
+	}
+	if !mr.state.CompareAndSwap(0, dead) {
+		return nil, ErrBusy
+	}
+	n := &MR{PD: pd, Buf: mr.Buf, VA: mr.VA, Length: mr.Length, LKey: mr.LKey, Access: access}
+	if access&RemoteAccess != 0 {
+		n.RKey = wire.RKey(key)
+	}
+	t.publishLocked(key, n)
+	return n, nil
+}

@@ -245,3 +245,47 @@ func TestMWIndexReserved(t *testing.T) {
 		t.Fatalf("region key %#x, want the draw after the window's index", uint32(mr.LKey))
 	}
 }
+
+func TestReregister(t *testing.T) {
+	tb, mr := mwSetup(t)
+	key := mr.RKey
+	n, err := tb.Reregister(mr, 2, LocalWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.LKey != mr.LKey || n.RKey != key || &n.Buf[0] != &mr.Buf[0] || mr.Valid() {
+		t.Fatalf("reregistered %+v", n)
+	}
+	if _, err := tb.Remote(key, 1, 0x10000, 8, RemoteRead); !errors.Is(err, ErrPD) {
+		t.Fatalf("old PD: %v", err)
+	}
+	if _, err := tb.Remote(key, 2, 0x10000, 8, RemoteWrite); !errors.Is(err, ErrAccess) {
+		t.Fatalf("dropped access: %v", err)
+	}
+	if _, err := tb.Remote(key, 2, 0x10000, 8, RemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	// Without remote access the R_Key goes.
+	n2, err := tb.Reregister(n, 2, LocalWrite|MWBind)
+	if err != nil || n2.RKey != 0 {
+		t.Fatalf("%v, rkey %#x", err, uint32(n2.RKey))
+	}
+	if _, err := tb.Remote(key, 2, 0x10000, 8, RemoteRead); !errors.Is(err, ErrKey) {
+		t.Fatalf("no remote access: %v", err)
+	}
+	if _, err := tb.Reregister(n, 2, LocalWrite); !errors.Is(err, ErrKey) {
+		t.Fatalf("retired region: %v", err)
+	}
+	for _, a := range []Access{RemoteWrite, LocalWrite | ZeroBased} {
+		if _, err := tb.Reregister(n2, 2, a); !errors.Is(err, ErrInvalid) {
+			t.Errorf("access %v: %v", a, err)
+		}
+	}
+	mw, _ := tb.AllocMW(2, MWType1)
+	if err := tb.BindMW(mw, 0, 2, Bind{MR: n2, Addr: 0x10000, Length: 8, KeyByte: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Reregister(n2, 2, LocalWrite|MWBind|RemoteRead); !errors.Is(err, ErrBusy) {
+		t.Fatalf("with a window bound: %v", err)
+	}
+}
