@@ -225,7 +225,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 		dst, src = w.dst, w.src
 	}
 	if rp.Last && w.op == WRSendWithInv {
-		h.BTH.Opcode, h.InvRKey = invOpcode(op), w.invRKey
+		h.InvRKey = w.invRKey
 	}
 	if rp.Last && w.flags&SendSolicited != 0 && w.info.solicitable() {
 		h.BTH.Solicited = true

@@ -96,6 +96,9 @@ func (i *wrInfo) requestOpcode(t QPType, first, last bool) wire.Opcode {
 		if i.imm && last {
 			o++ // LAST_IMM and ONLY_IMM follow LAST and ONLY
 		}
+		if last && i == &wrTable[WRSendWithInv] {
+			return invOpcode(transportOf(t) | o) // RC only (mw.go)
+		}
 	}
 	return transportOf(t) | o
 }
