@@ -534,3 +534,22 @@ func TestMRReReg(t *testing.T) {
 		}
 	})
 }
+
+// TestMWType2QPDestroy: destroying the QP a type 2 window was bound
+// through frees the window, and its region can be deregistered.
+func TestMWType2QPDestroy(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	mr := regBind(t, p.pb, 4096, AccessLocalWrite|AccessRemoteRead)
+	mw := allocMW(t, p.pb, MWType2)
+	post(t, p.qb, SendWR{ID: 1, Opcode: WRBindMW, Flags: SendSignaled, MW: mw, RKey: nextKey(mw.RKey()), Bind: MWBindInfo{MR: mr, Addr: mr.Addr(), Length: 64, Access: AccessRemoteRead}})
+	wantWC(t, oneWC(t, p.cb), 1, WCBindMW, Success)
+	if err := mr.Dereg(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Dereg while bound: %v", err)
+	}
+	if err := p.qb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mr.Dereg(); err != nil {
+		t.Fatalf("Dereg after the QP's destruction: %v", err)
+	}
+}

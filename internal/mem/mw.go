@@ -315,3 +315,21 @@ func (t *Table) Reregister(mr *MR, pd PD, access Access) (*MR, error) {
 	t.publishLocked(key, n)
 	return n, nil
 }
+
+// UnbindQP ends the bindings of the type 2 windows bound through QP qpn,
+// which is being destroyed: they become free, and a later QP given the same
+// number cannot use them (rxe keeps the destroyed QP referenced instead, so
+// its number is not reused while they are bound). It returns how many it
+// ended.
+func (t *Table) UnbindQP(qpn uint32) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, mw := range t.mws {
+		if w := mw.bound; w != nil && mw.Type == MWType2 && w.qpn == qpn {
+			t.unbindLocked(mw)
+			n++
+		}
+	}
+	return n
+}

@@ -163,6 +163,20 @@ func TestMWType2(t *testing.T) {
 	if err := tb.BindMW(mw, 9, 1, bind); err != nil {
 		t.Fatalf("bind after invalidate: %v", err)
 	}
+	// Destroying another QP leaves it bound; destroying QP 9 frees it.
+	if n := tb.UnbindQP(8); n != 0 {
+		t.Fatalf("UnbindQP(8) ended %d", n)
+	}
+	k = tb.MWKey(mw)
+	if n := tb.UnbindQP(9); n != 1 || mr.Refs() != 0 {
+		t.Fatalf("UnbindQP(9) ended %d, refs %d", n, mr.Refs())
+	}
+	if _, err := tb.RemoteQP(k, 1, 9, 0, 8, RemoteWrite); !errors.Is(err, ErrKey) {
+		t.Fatalf("after the QP's destruction: %v", err)
+	}
+	if err := tb.BindMW(mw, 9, 1, bind); err != nil {
+		t.Fatalf("bind after the QP's destruction: %v", err)
+	}
 	// A region's R_Key is not invalidated (user-space regions keep theirs).
 	if err := tb.Invalidate(mr.RKey); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("invalidate a region: %v", err)
