@@ -363,7 +363,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
-		MaxMW: MaxMW, DeviceCapFlags: DeviceMemWindow | DeviceMemWindowType2B,
+		MaxMW: MaxMW, DeviceCapFlags: DeviceMemWindow | DeviceMemMgtExtensions | DeviceMemWindowType2B,
 	}
 }
 

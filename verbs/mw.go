@@ -54,12 +54,16 @@ func init() {
 // Device capability flags (ibv_device_cap_flags) the device advertises in
 // DeviceAttr.DeviceCapFlags.
 const (
-	DeviceMemWindow       uint64 = 1 << 17 // IBV_DEVICE_MEM_WINDOW: type 1 windows
-	DeviceMemWindowType2B uint64 = 1 << 24 // IBV_DEVICE_MEM_WINDOW_TYPE_2B
+	DeviceMemWindow uint64 = 1 << 17 // IBV_DEVICE_MEM_WINDOW: type 1 windows
+	// DeviceMemMgtExtensions: LOCAL_INV and SEND_WITH_INV (and, for
+	// kernel consumers, fast registration; IBV_DEVICE_MEM_MGT_EXTENSIONS).
+	DeviceMemMgtExtensions uint64 = 1 << 21
+	DeviceMemWindowType2B  uint64 = 1 << 24 // IBV_DEVICE_MEM_WINDOW_TYPE_2B
 )
 
-// MaxMW is the number of memory windows a device may have, rxe's max_mw.
-const MaxMW = 1 << 17
+// MaxMW is the number of memory windows a device may have: max_mw as
+// ibv_devinfo -v shows it for rxe on Linux 6.1 (the interop suite checks).
+const MaxMW = 1<<19 - 1
 
 // MWType is a memory window's type (ibv_mw_type).
 type MWType int

@@ -460,7 +460,7 @@ func TestMWAPIErrors(t *testing.T) {
 		t.Fatalf("PD Dealloc with objects: %v", err) // the QP and other regions
 	}
 	a := p.db.QueryDevice()
-	if a.MaxMW != MaxMW || a.DeviceCapFlags&(DeviceMemWindow|DeviceMemWindowType2B) != DeviceMemWindow|DeviceMemWindowType2B {
+	if a.MaxMW != 524287 || a.DeviceCapFlags != DeviceMemWindow|DeviceMemMgtExtensions|DeviceMemWindowType2B {
 		t.Errorf("device attributes: max_mw %d, cap flags %#x", a.MaxMW, a.DeviceCapFlags)
 	}
 	if WCBindMW.String() != "BIND_MW" || WRSendWithInv.String() != "SEND_WITH_INV" {

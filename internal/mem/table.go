@@ -57,9 +57,8 @@ type MR struct {
 const dead = 1 << 62
 
 // Acquire takes a reference on the region, keeping Deregister from removing
-// it. No caller takes one yet; it is the mechanism for memory windows bound
-// to a region, which must keep it registered. It reports false,
-// taking nothing, if the region has already been deregistered.
+// it: each memory window bound to the region holds one (mw.go). It reports
+// false, taking nothing, if the region has already been deregistered.
 func (mr *MR) Acquire() bool {
 	for {
 		s := mr.state.Load()
