@@ -3,6 +3,7 @@ package mem
 import (
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/softrdma/softrdma/wire"
@@ -301,5 +302,95 @@ func TestReregister(t *testing.T) {
 	}
 	if _, err := tb.Reregister(n2, 2, LocalWrite|MWBind|RemoteRead); !errors.Is(err, ErrBusy) {
 		t.Fatalf("with a window bound: %v", err)
+	}
+}
+
+// Accesses through a window take the regions' path: no allocation.
+func TestMWChecksDoNotAllocate(t *testing.T) {
+	tb, mr := mwSetup(t)
+	w1, _ := tb.AllocMW(1, MWType1)
+	w2, _ := tb.AllocMW(1, MWType2)
+	if err := tb.BindMW(w1, 0, 1, Bind{MR: mr, Addr: 0x10000, Length: 1024, Access: RemoteWrite, KeyByte: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.BindMW(w2, 7, 1, Bind{MR: mr, Addr: 0x10400, Length: 1024, Access: RemoteWrite | ZeroBased, KeyByte: 2}); err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := tb.MWKey(w1), tb.MWKey(w2)
+	for name, f := range map[string]func(){
+		"type 1":            func() { _, _ = tb.RemoteQP(k1, 1, 3, 0x10008, 100, RemoteWrite) },
+		"type 2":            func() { _, _ = tb.RemoteQP(k2, 1, 7, 8, 100, RemoteWrite) },
+		"type 2, other QP":  func() { _, _ = tb.RemoteQP(k2, 1, 8, 8, 100, RemoteWrite) },
+		"type 1, too long":  func() { _, _ = tb.RemoteQP(k1, 1, 3, 0x10008, 2000, RemoteWrite) },
+		"type 1 as an lkey": func() { _, _ = tb.Local(wire.LKey(k1), 1, 0x10008, 8, 0) },
+	} {
+		if a := testing.AllocsPerRun(100, f); a != 0 {
+			t.Errorf("%s: %v allocations", name, a)
+		}
+	}
+}
+
+// TestMWConcurrent binds, invalidates and rebinds a window while other
+// goroutines access the region through it, for the race detector: every
+// access either succeeds inside the window's current range or fails with
+// ErrKey.
+func TestMWConcurrent(t *testing.T) {
+	tb, mr := mwSetup(t)
+	mw, _ := tb.AllocMW(1, MWType2)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := tb.MWKey(mw)
+				b, err := tb.RemoteQP(k, 1, 5, 0, 64, RemoteWrite)
+				if err == nil && len(b) != 64 {
+					t.Errorf("%d bytes", len(b))
+				} else if err != nil && !errors.Is(err, ErrKey) {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for i := range 500 {
+		if err := tb.BindMW(mw, 5, 1, Bind{MR: mr, Addr: 0x10000 + uint64(i%8)*64, Length: 512, Access: RemoteWrite | ZeroBased, KeyByte: uint8(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Invalidate(tb.MWKey(mw)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if mr.Refs() != 0 {
+		t.Fatalf("refs %d", mr.Refs())
+	}
+}
+
+func BenchmarkRemoteLookupWindow(b *testing.B) {
+	tb := NewTable(nil)
+	buf := make([]byte, 4096)
+	var mr *MR
+	for i := range 1024 {
+		m := mustRegister(b, tb, 1, buf, 0, true, rw|MWBind)
+		if i == 517 {
+			mr = m
+		}
+	}
+	mw, _ := tb.AllocMW(1, MWType2)
+	if err := tb.BindMW(mw, 9, 1, Bind{MR: mr, Addr: mr.VA, Length: 4096, Access: RemoteWrite, KeyByte: 1}); err != nil {
+		b.Fatal(err)
+	}
+	k := tb.MWKey(mw)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tb.RemoteQP(k, 1, 9, mr.VA+64, 1024, RemoteWrite); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
