@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/softrdma/softrdma/interop/pcapcheck"
 	"github.com/softrdma/softrdma/interop/peer"
 	"github.com/softrdma/softrdma/roce"
+	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -350,6 +352,18 @@ func testPeer(t *testing.T, s *suite) {
 		if !strings.Contains(out, want) {
 			t.Errorf("ibv_devinfo lacks %q:\n%s", want, out)
 		}
+	}
+	// Memory windows: softrdma advertises max_mw and the window capability
+	// flags as rxe does.
+	if want := fmt.Sprintf("max_mw:\t\t\t\t%d\n", verbs.MaxMW); !strings.Contains(out, want) {
+		t.Errorf("ibv_devinfo lacks %q (verbs.MaxMW):\n%s", want, out)
+	}
+	if _, rest, ok := strings.Cut(out, "device_cap_flags:"); !ok {
+		t.Errorf("ibv_devinfo -v shows no device_cap_flags:\n%s", out)
+	} else if flags, err := strconv.ParseUint(strings.TrimPrefix(strings.Fields(rest)[0], "0x"), 16, 64); err != nil {
+		t.Errorf("device_cap_flags %q: %v", strings.Fields(rest)[0], err)
+	} else if w := verbs.DeviceMemWindow | verbs.DeviceMemMgtExtensions | verbs.DeviceMemWindowType2B; flags&w != w {
+		t.Errorf("rxe0's device_cap_flags %#x lack softrdma's window flags %#x", flags, w)
 	}
 	// rxe derives its node GUID from the MAC address as roce does.
 	mr, err := s.guest(ctx, "cat /sys/class/net/eth0/address")

@@ -101,7 +101,7 @@ func TestAPIBadOpcode(t *testing.T) {
 	t.Run("RC", func(t *testing.T) {
 		p := newPair(t, pairOpts{})
 		ma := p.reg(p.pa, 4096)
-		for _, op := range []WROpcode{-1, 7, 99} {
+		for _, op := range []WROpcode{-1, 10, 99} { // 10: IBV_WR_TSO
 			err := p.qa.PostSend([]SendWR{{ID: 1, Opcode: op, SGL: []SGE{ma.SGE(0, 8)}}})
 			expectWRErr(t, op.String(), err, 0, 1, ErrInvalid)
 		}

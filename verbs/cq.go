@@ -29,6 +29,10 @@ type WC struct {
 	SLID      uint16
 	SL        uint8
 	DLIDPath  uint8
+
+	// InvalidatedRKey is the R_Key a received SEND_WITH_INV invalidated,
+	// valid with WCWithInv (ibv_wc's invalidated_rkey).
+	InvalidatedRKey wire.RKey
 }
 
 // CompChannel delivers completion events of the CQs attached to it.

@@ -71,6 +71,10 @@ type DeviceAttr struct {
 	MaxMsgSize                     uint64
 	AtomicCap                      AtomicCap
 	LocalCAAckDelay                uint8
+	// MaxMW and DeviceCapFlags: memory windows (mw.go), as rxe
+	// advertises them.
+	MaxMW          int
+	DeviceCapFlags uint64
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -189,6 +193,7 @@ type Device struct {
 	nPD     int
 	nCQ     int
 	nMR     int
+	nMW     int // memory windows (mw.go)
 	nQP     int
 
 	qpTable qpTable // the receive path's view of qps
@@ -358,6 +363,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
+		MaxMW: MaxMW, DeviceCapFlags: DeviceMemWindow | DeviceMemMgtExtensions | DeviceMemWindowType2B,
 	}
 }
 

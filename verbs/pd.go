@@ -159,7 +159,8 @@ func (mr *MR) SGE(off, n int) SGE {
 
 // Dereg deregisters the region. Its keys stop working at once. It fails with
 // ErrClosed if the region is already deregistered, and with ErrBusy while
-// the memory table holds a reference on it.
+// memory windows are bound to it (Linux rxe refuses with EINVAL: IBTA
+// 10.6.7.2.6).
 func (mr *MR) Dereg() error {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()

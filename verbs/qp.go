@@ -327,6 +327,7 @@ func (qp *QP) Destroy() error {
 	d.nQP--
 	d.qpTable.del(qp.qpn)
 	d.mu.Unlock()
+	d.mrs.UnbindQP(uint32(qp.qpn)) // its type 2 windows (mw.go)
 	qp.releaseRefs()
 	return nil
 }

@@ -38,6 +38,14 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  wire.QPN
 	RemoteQKey wire.QKey
+	// InvRKey is the R_Key that LOCAL_INV invalidates, or that the
+	// receiver of a SEND_WITH_INV invalidates (ibv_send_wr's
+	// invalidate_rkey).
+	InvRKey wire.RKey
+	// BIND_MW: the window and what to bind it to; RKey's low byte is the
+	// window's new key byte (ibv_send_wr's bind_mw).
+	MW   *MW
+	Bind MWBindInfo
 }
 
 // RecvWR is a receive work request (ibv_recv_wr).
@@ -66,6 +74,9 @@ type swqe struct {
 	rqpn     wire.QPN
 	qkey     wire.QKey
 	signaled bool
+	invRKey  wire.RKey  // LOCAL_INV, SEND_WITH_INV
+	mw       *MW        // BIND_MW
+	bind     MWBindInfo // BIND_MW
 }
 
 // sendQueue holds the send work requests' data, slot i for the requester

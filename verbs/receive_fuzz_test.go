@@ -11,7 +11,8 @@ import (
 // FuzzReceive drives the device's receive path with crafted packet
 // sequences: any opcode (requests, responses, acknowledgements, unknown
 // bytes) to an RC QP with work outstanding both ways, a UC QP, a UD QP or no
-// QP, with PSNs near the ones expected, any lengths, keys and addresses.
+// QP, with PSNs near the ones expected, any lengths, keys (a region's, a
+// bound type 1 or type 2 memory window's, any other) and addresses.
 // The engine must not panic, fault or hang, leave its QPs in a state the
 // verbs allow (RTS, or ERR after an error the packets caused) and, once the
 // QPs are destroyed, keep no goroutine (TestMain checks). Each 16 input bytes
@@ -25,6 +26,11 @@ func FuzzReceive(f *testing.F) {
 		byte(wire.RCReadResponseFirst), 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{byte(wire.UCSendOnly), 1, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 		byte(wire.UDSendOnly), 2, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0x11, 0x11, 0x11, 0x11})
+	// SEND_WITH_INV of the type 2 window's key, then of the type 1's; a
+	// WRITE through the type 1 window.
+	f.Add([]byte{byte(wire.RCSendOnlyInv), 0, 0, 1, 0, 8, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		byte(wire.RCSendOnlyInv), 0, 1, 1, 0, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		byte(wire.RCWriteOnly), 0, 2, 1, 0, 8, 2, 0, 0, 0, 8, 0, 0, 0, 0, 0})
 	_, da, db := newDevicesLoop(f, &pairOpts{})
 	f.Fuzz(func(t *testing.T, data []byte) { receivePackets(t, da, db, data) })
 }
@@ -54,6 +60,30 @@ func receivePackets(t *testing.T, da, db *Device, data []byte) {
 			p.pa.Dealloc()
 			p.pb.Dealloc()
 		}
+	})
+	// Windows on a region of the RC responder: type 1 bound by the call,
+	// type 2 by a work request on the RC QP.
+	mw, err := rc.pb.RegMR(make([]byte, 8192), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic|AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err1 := rc.pb.AllocMW(MWType1)
+	w2, err2 := rc.pb.AllocMW(MWType2)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	wAccess := AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	k1, err := rc.qb.BindMW(w1, MWBind{Info: MWBindInfo{MR: mw, Addr: mw.Addr(), Length: 4096, Access: wAccess}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2 := nextKey(w2.RKey())
+	post(t, rc.qb, SendWR{Opcode: WRBindMW, MW: w2, RKey: k2, Bind: MWBindInfo{MR: mw, Addr: mw.Addr() + 4096, Length: 4096, Access: wAccess | AccessZeroBased}})
+	// Cleanups run last first: these before the PDs' deallocation.
+	t.Cleanup(func() {
+		w1.Dealloc()
+		w2.Dealloc()
+		mw.Dereg()
 	})
 	// Work both ways on the RC pair, real traffic beside the crafted.
 	for i := range 4 {
@@ -93,10 +123,15 @@ func receivePackets(t *testing.T, da, db *Device, data []byte) {
 		}
 		n := int(binary.BigEndian.Uint16(c[4:])) % 1100
 		rkey := wire.RKey(mb.RKey())
-		if c[6]&1 != 0 {
-			rkey = wire.RKey(binary.BigEndian.Uint32(c[12:]))
-		}
 		va := mb.Addr() + uint64(binary.BigEndian.Uint16(c[7:]))
+		switch {
+		case c[6]&1 != 0:
+			rkey = wire.RKey(binary.BigEndian.Uint32(c[12:]))
+		case c[6]&2 != 0:
+			rkey, va = k1, mw.Addr()+uint64(binary.BigEndian.Uint16(c[7:]))
+		case c[6]&4 != 0:
+			rkey, va = k2, uint64(binary.BigEndian.Uint16(c[7:]))
+		}
 		h.RETH = wire.RETHFields{VA: va, RKey: rkey, DMALen: uint32(binary.BigEndian.Uint16(c[9:]))}
 		h.Atomic = wire.AtomicETHFields{VA: va, RKey: rkey, SwapAdd: uint64(c[13]), Compare: uint64(c[14])}
 		h.AETH = wire.AETHFields{Syndrome: wire.Syndrome(c[11]), MSN: wire.MSN(c[15])}

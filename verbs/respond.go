@@ -172,6 +172,8 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 			}
 		case e == placeRNR:
 			qp.sendRNRLocked(psn)
+		case e == placeInvalidate:
+			qp.invalidateFailedLocked(psn, bth.AckReq())
 		default:
 			f := placeFailures[e]
 			qp.responderErrorLocked(psn, f.nak, f.status, f.ev)
@@ -221,6 +223,9 @@ const (
 	placeLength           // a SEND longer than its receive WQE
 	placeProt             // the receive WQE's memory refused the data
 	placeAccess           // the QP's access flags or the R_Key refused a WRITE
+	// placeInvalidate: a SEND_WITH_INV's R_Key could not be invalidated
+	// (RC only; mw.go handles it, not placeFailures).
+	placeInvalidate
 )
 
 // placeFailures is RC's answer to each failure: the NAK, the status of the
@@ -252,9 +257,6 @@ func (qp *QP) placeLocked(pkt wire.Packet) placeErr {
 	payload := pkt.Payload()
 	_, hasImm := pkt.Imm()
 	if info.Is(wire.FlagSend) {
-		if info.Is(wire.FlagInv) {
-			return placeInvalid // SEND_WITH_INV: the device does not support invalidation
-		}
 		if info.Is(wire.FlagStart) {
 			if !r.hasWQE && !qp.takeRecvLocked() {
 				return placeRNR
@@ -266,6 +268,9 @@ func (qp *QP) placeLocked(pkt wire.Packet) placeErr {
 		}
 		if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
 			return placeProt
+		}
+		if info.Is(wire.FlagInv) && !qp.invalidateLocked(pkt) {
+			return placeInvalidate
 		}
 	} else {
 		if info.Is(wire.FlagStart) {
@@ -298,6 +303,9 @@ func (qp *QP) placeLocked(pkt wire.Packet) placeErr {
 		if imm, ok := pkt.Imm(); ok {
 			wc.Imm, wc.Flags = imm, WCWithImm
 		}
+		if rkey, ok := pkt.InvRKey(); ok {
+			wc.InvalidatedRKey, wc.Flags = rkey, wc.Flags|WCWithInv
+		}
 		if r.inSend || hasImm {
 			qp.completeRecvLocked(&wc, pkt.BTH().Solicited())
 		}
@@ -314,7 +322,7 @@ func (qp *QP) remoteLocked(rkey wire.RKey, va uint64, n int, acc Access) ([]byte
 	if qp.attr.AccessFlags&acc == 0 {
 		return nil, false
 	}
-	b, err := qp.dev.mrs.Remote(rkey, qp.pd.id, va, n, mem.Access(acc))
+	b, err := qp.dev.mrs.RemoteQP(rkey, qp.pd.id, uint32(qp.qpn), va, n, mem.Access(acc))
 	return b, err == nil
 }
 

@@ -81,6 +81,9 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 	if !info.types.has(qp.typ) {
 		return errf(ErrInvalid, "opcode %v on a %v QP", wr.Opcode, qp.typ)
 	}
+	if err := qp.checkLocalWR(wr); err != nil {
+		return err
+	}
 	if qp.typ == UD {
 		if wr.AH == nil || wr.AH.dead.Load() {
 			return errf(ErrInvalid, "UD send without a valid address handle")
@@ -138,6 +141,10 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 	} else {
 		w.sgl = appendSGL(w.sgl, wr.SGL)
 	}
+	w.invRKey, w.mw, w.bind = wr.InvRKey, wr.MW, wr.Bind
+	if w.info.class == classLocal {
+		w.length = 0
+	}
 	if qp.typ == UD {
 		w.src, w.dst = wr.AH.src, wr.AH.dst
 		w.rqpn = wr.RemoteQPN
@@ -188,6 +195,7 @@ var coreStatus = [...]Status{
 	requester.BadResponse:      BadRespErr,
 	requester.LocalProtection:  LocProtErr,
 	requester.LocalOperation:   LocQPOpErr,
+	requester.MWBindError:      MWBindErr,
 }
 
 // Transmit builds request packet rp of its work request and queues it for
@@ -215,6 +223,9 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 		h.BTH.DestQP = w.rqpn
 		h.DETH = wire.DETHFields{QKey: w.qkey, SrcQP: qp.qpn}
 		dst, src = w.dst, w.src
+	}
+	if rp.Last && w.op == WRSendWithInv {
+		h.InvRKey = w.invRKey
 	}
 	if rp.Last && w.flags&SendSolicited != 0 && w.info.solicitable() {
 		h.BTH.Solicited = true

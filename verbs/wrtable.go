@@ -13,6 +13,7 @@ const (
 	classWrite  = requester.Write  // data into the peer's memory (RETH)
 	classRead   = requester.Read   // data from the peer's memory, in READ responses
 	classAtomic = requester.Atomic // an 8-byte atomic on the peer's memory
+	classLocal  = requester.Local  // done by the requester itself (BIND_MW, LOCAL_INV; mw.go)
 )
 
 // wrInfo is everything the engine decides by a send work request's opcode:
@@ -51,6 +52,11 @@ var wrTable = [...]wrInfo{
 	WRRDMARead:          {"RDMA_READ", classRead, false, typesOf(RC), WCRDMARead, wire.OpReadRequest},
 	WRAtomicCmpAndSwp:   {"ATOMIC_CMP_AND_SWP", classAtomic, false, typesOf(RC), WCCompSwap, wire.OpCompareSwap},
 	WRAtomicFetchAndAdd: {"ATOMIC_FETCH_AND_ADD", classAtomic, false, typesOf(RC), WCFetchAdd, wire.OpFetchAdd},
+	// Memory windows and invalidation (mw.go). SEND_WITH_INV's IETH
+	// opcodes exist for RC only.
+	WRLocalInv:    {"LOCAL_INV", classLocal, false, typesOf(RC, UC), WCLocalInv, 0},
+	WRBindMW:      {"BIND_MW", classLocal, false, typesOf(RC, UC), WCBindMW, 0},
+	WRSendWithInv: {"SEND_WITH_INV", classSend, false, typesOf(RC), WCSend, wire.OpSendFirst},
 }
 
 // wrInfoOf returns the opcode's entry, or nil for an unknown opcode.
@@ -89,6 +95,9 @@ func (i *wrInfo) requestOpcode(t QPType, first, last bool) wire.Opcode {
 		}
 		if i.imm && last {
 			o++ // LAST_IMM and ONLY_IMM follow LAST and ONLY
+		}
+		if last && i == &wrTable[WRSendWithInv] {
+			return invOpcode(transportOf(t) | o) // RC only (mw.go)
 		}
 	}
 	return transportOf(t) | o

@@ -183,6 +183,7 @@ func describe(w io.Writer, d infoDevice, verbose bool) error {
 		}
 		atomic := map[verbs.AtomicCap]string{verbs.AtomicNone: "ATOMIC_NONE", verbs.AtomicHCA: "ATOMIC_HCA", verbs.AtomicGlob: "ATOMIC_GLOB"}[a.AtomicCap]
 		fmt.Fprintf(w, "\tatomic_cap:\t\t\t%s (%d)\n", atomic, a.AtomicCap)
+		fmt.Fprintf(w, "\tmax_mw:\t\t\t\t%d\n", a.MaxMW)
 		fmt.Fprintf(w, "\tmax_ah:\t\t\t\t%d\n", a.MaxAH)
 		fmt.Fprintf(w, "\tmax_srq:\t\t\t%d\n", a.MaxSRQ)
 		fmt.Fprintf(w, "\tmax_srq_wr:\t\t\t%d\n", a.MaxSRQWR)

@@ -41,16 +41,24 @@ type MR struct {
 	Access Access
 
 	// state counts references taken with Acquire in its low bits; the dead
-	// bit is set, with no references left, by Deregister.
+	// bit is set, with no references left, by Deregister (for a memory
+	// window's binding, when the binding ends).
 	state atomic.Int64
+
+	// A memory window's binding (mw.go) is an MR of its own in the key
+	// map, under the window's R_Key: win is the window, target the region
+	// it is bound to (Buf is a part of target's), qpn the QP a type 2
+	// window is bound through (0 for type 1). Regions have win == nil.
+	win    *MW
+	target *MR
+	qpn    uint32
 }
 
 const dead = 1 << 62
 
 // Acquire takes a reference on the region, keeping Deregister from removing
-// it. No caller takes one yet; it is the mechanism for memory windows bound
-// to a region, which must keep it registered. It reports false,
-// taking nothing, if the region has already been deregistered.
+// it: each memory window bound to the region holds one (mw.go). It reports
+// false, taking nothing, if the region has already been deregistered.
 func (mr *MR) Acquire() bool {
 	for {
 		s := mr.state.Load()
@@ -109,8 +117,11 @@ type Table struct {
 	shards [1 << shardBits]atomic.Pointer[keyMap]
 	n      atomic.Int64 // regions registered
 
-	mu  sync.Mutex  // serializes writers of shards; guards rng
+	mu  sync.Mutex  // serializes writers of shards; guards rng and mws
 	rng rand.Source // draws keys
+	// mws holds the memory windows by index (R_Key >> 8): all 256 keys
+	// of an index belong to its window, and regions draw none of them.
+	mws map[uint32]*MW
 }
 
 // NewTable returns an empty table that draws keys from src, which it uses
@@ -123,7 +134,7 @@ func NewTable(src rand.Source) *Table {
 		_, _ = crand.Read(seed[:]) // never fails (Go 1.24+); panics otherwise
 		src = rand.NewChaCha8(seed)
 	}
-	t := &Table{rng: src}
+	t := &Table{rng: src, mws: map[uint32]*MW{}}
 	empty := &keyMap{} // shared by all shards until their first write
 	for i := range t.shards {
 		t.shards[i].Store(empty)
@@ -186,7 +197,7 @@ func (t *Table) Register(pd PD, buf []byte, va uint64, useRealVA bool, access Ac
 func (t *Table) newKeyLocked() uint32 {
 	for {
 		k := uint32(t.rng.Uint64())
-		if k != 0 && t.get(k) == nil {
+		if k != 0 && t.get(k) == nil && t.mws[k>>8] == nil {
 			return k
 		}
 	}
@@ -204,7 +215,7 @@ func (t *Table) Deregister(mr *MR) error {
 	key := uint32(mr.LKey)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.get(key) != mr {
+	if t.get(key) != mr || mr.win != nil {
 		return ErrKey
 	}
 	if !mr.state.CompareAndSwap(0, dead) {
@@ -222,7 +233,7 @@ func (t *Table) Deregister(mr *MR) error {
 // access, rkey) is key, or nil.
 func (t *Table) Lookup(key uint32) *MR {
 	mr := t.get(key)
-	if mr == nil || !mr.Valid() {
+	if mr == nil || !mr.Valid() || mr.win != nil {
 		return nil
 	}
 	return mr
@@ -249,8 +260,8 @@ func (t *Table) Local(key wire.LKey, pd PD, va uint64, n int, need Access) ([]by
 
 func (t *Table) local(key wire.LKey, pd PD, va, n uint64, need Access) ([]byte, error) {
 	mr := t.get(uint32(key))
-	if mr == nil || !mr.Valid() {
-		return nil, ErrKey
+	if mr == nil || !mr.Valid() || mr.win != nil {
+		return nil, ErrKey // a window's R_Key is no L_Key
 	}
 	return mr.check(pd, va, n, need)
 }
@@ -267,6 +278,14 @@ func (t *Table) local(key wire.LKey, pd PD, va, n uint64, need Access) ([]byte, 
 // 9.4.5; Linux rxe check_rkey skips the R_Key check when the RETH DMA length
 // is 0). Atomics always pass n = 8.
 func (t *Table) Remote(key wire.RKey, pd PD, va uint64, n int, need Access) ([]byte, error) {
+	return t.RemoteQP(key, pd, 0, va, n, need)
+}
+
+// RemoteQP is Remote for a request that arrived on QP qpn: a type 2 memory
+// window's R_Key is valid only on the QP that bound it (IBTA 10.6.7.2.1;
+// rxe's rxe_lookup_mw). Through a window's R_Key, the window's access and
+// range are checked, and its protection domain is the window's.
+func (t *Table) RemoteQP(key wire.RKey, pd PD, qpn uint32, va uint64, n int, need Access) ([]byte, error) {
 	if n <= 0 {
 		if n == 0 {
 			return nil, nil
@@ -274,7 +293,7 @@ func (t *Table) Remote(key wire.RKey, pd PD, va uint64, n int, need Access) ([]b
 		return nil, ErrBounds
 	}
 	mr := t.get(uint32(key))
-	if mr == nil || mr.RKey != key || !mr.Valid() {
+	if mr == nil || mr.RKey != key || !mr.Valid() || mr.qpn != qpn && mr.win != nil && mr.win.Type == MWType2 {
 		return nil, ErrKey
 	}
 	return mr.check(pd, va, uint64(n), need)

@@ -67,6 +67,9 @@ const (
 	Write               // data into the peer's memory
 	Read                // data from the peer's memory, in READ responses
 	Atomic              // an 8-byte atomic on the peer's memory
+	// Local is executed by the requester itself when it reaches it, with
+	// no packet and no PSN (BIND_MW, LOCAL_INV): Sink.Local carries it out.
+	Local Class = 16
 )
 
 // rdAtomic reports whether the request waits for a response carrying data
@@ -92,6 +95,8 @@ const (
 	BadResponse      // a READ response of the wrong length or kind
 	LocalProtection  // the caller could not read or write local memory
 	LocalOperation   // the caller could not build a packet
+	// MWBindError: a memory window bind failed (Sink.Local).
+	MWBindError Status = 16
 )
 
 // Counter names an event the Sink counts.
@@ -183,6 +188,10 @@ type Sink interface {
 	WaitBudget()
 	// Count counts an event.
 	Count(c Counter)
+	// Local carries out work request seq of class Local when the
+	// requester reaches it: Success, or the status it fails with (the QP
+	// then goes to the error state, as for a failed Transmit).
+	Local(seq uint64) Status
 }
 
 // Config is the QP's part that the requester follows. A Configure with a
@@ -442,6 +451,9 @@ func (c *Core) start(seq uint64, w *wqe) bool {
 			}
 			c.rdAtomic++
 		}
+	}
+	if w.class == Local {
+		return c.startLocal(seq, w)
 	}
 	if c.cfg.Transport == UD && w.length > c.cfg.MTU {
 		// IBTA C10-93.1.1: a UD message longer than the port MTU emits no

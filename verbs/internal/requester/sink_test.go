@@ -30,6 +30,8 @@ type rec struct {
 	placed      map[uint64][]int // seq: offsets placed
 	orig        map[uint64]uint64
 
+	locals       []uint64          // Local calls, in order
+	failLocal    map[uint64]Status // seq: the status Local returns for it
 	failTransmit map[uint64]Status // seq: the status Transmit returns for it
 	failPlace    Status
 	failDeliver  Status
@@ -105,6 +107,14 @@ func (r *rec) WaitBudget() { r.budgetWaits++ }
 
 func (r *rec) Count(c Counter) { r.counts[c]++ }
 
+func (r *rec) Local(seq uint64) Status {
+	r.locals = append(r.locals, seq)
+	if st, ok := r.failLocal[seq]; ok {
+		return st
+	}
+	return Success
+}
+
 // take returns the packets transmitted since the last take.
 func (r *rec) take() []Packet {
 	p := r.pkts
@@ -128,6 +138,9 @@ func (s Status) String() string {
 		"RemoteAccess", "RemoteOperation", "BadResponse", "LocalProtection", "LocalOperation"}
 	if int(s) < len(names) {
 		return names[s]
+	}
+	if s == MWBindError {
+		return "MWBindError"
 	}
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
