@@ -71,6 +71,10 @@ type DeviceAttr struct {
 	MaxMsgSize                     uint64
 	AtomicCap                      AtomicCap
 	LocalCAAckDelay                uint8
+	// CompletionTimestampMask and HCACoreClock (kHz) describe the clock
+	// of WC.Timestamp (ibv_device_attr_ex); see CreateCQEx.
+	CompletionTimestampMask uint64
+	HCACoreClock            uint64
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -358,6 +362,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
+		CompletionTimestampMask: CompletionTimestampMask, HCACoreClock: HCACoreClockKHz,
 	}
 }
 
