@@ -210,6 +210,7 @@ func TestInterop(t *testing.T) {
 
 	// Path MTU 1024 (netdev MTU 1500).
 	s.pingpongMatrix(t, "", 0)
+	s.pingpongTimestamps(t)
 	s.perftestMatrix(t, "", perftestCases)
 	s.cmMatrix(t)
 
@@ -279,6 +280,30 @@ func (s *suite) pingpongMatrix(t *testing.T, prefix string, mtu int) {
 			}
 		}
 	}
+}
+
+// pingpongTimestamps runs softrdma's rc pingpong -t against
+// ibv_rc_pingpong in both roles (-t is local: the C side runs without it),
+// and checks that the C tool refuses -t on rxe, which has no completion
+// timestamps: a -t run between the C tool and softrdma cannot happen here.
+func (s *suite) pingpongTimestamps(t *testing.T) {
+	for _, role := range []string{"client", "server"} {
+		c := pingpongCase{typ: "rc", size: 4096, iters: 20, hostExtra: []string{"-t"}}
+		s.run(t, "pingpong/rc-ts/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runPingpong(t, ctx, c, role, 1)
+		})
+	}
+	t.Run("pingpong/rc-ts/rxe-refuses", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+		defer cancel()
+		r, err := s.p.Run(ctx, "ibv_rc_pingpong -d rxe0 -g 1 -t -p 18999")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == 0 || !strings.Contains(string(r.Stderr), "isn't completion timestamp capable") {
+			t.Errorf("ibv_rc_pingpong -t on rxe0: status %d, stderr %q; want a refusal", r.Status, r.Stderr)
+		}
+	})
 }
 
 // guestDiagnostics logs rxe0's counters and eth0's statistics in the guest,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -413,6 +414,9 @@ type pingpongCase struct {
 	size  int
 	iters int
 	mtu   int // -m, path MTU; 0: the tools' default (1024)
+	// hostExtra are flags for softrdma's side only (the C tool lacks
+	// them or, like -t on rxe, refuses them).
+	hostExtra []string
 }
 
 // runPingpong runs softrdma pingpong in role ("server" or "client")
@@ -423,7 +427,7 @@ func (s *suite) runPingpong(t *testing.T, ctx context.Context, c pingpongCase, r
 	if c.mtu != 0 {
 		common = append(common, "-m", strconv.Itoa(c.mtu))
 	}
-	host := append([]string{"pingpong", "--type", c.typ, "-d", s.p.Tap(), "--timeout", "90s"}, common...)
+	host := append(append([]string{"pingpong", "--type", c.typ, "-d", s.p.Tap(), "--timeout", "90s"}, common...), c.hostExtra...)
 	guest := fmt.Sprintf("ibv_%s_pingpong -d rxe0 %s", c.typ, strings.Join(common, " "))
 	// The C servers listen on IPv4 only: the exchange runs over IPv4 and -g
 	// picks the RoCE address.
@@ -442,7 +446,38 @@ func (s *suite) runPingpong(t *testing.T, ctx context.Context, c pingpongCase, r
 			return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, err, o.stdout, o.stderr)
 		}
 	}
+	if slices.Contains(c.hostExtra, "-t") {
+		mine := so
+		if role == "client" {
+			mine = co
+		}
+		if err := pingpongTSReport(mine.stdout); err != nil {
+			return fmt.Errorf("%s: %v\nstdout:\n%s", mine.cmd, err, mine.stdout)
+		}
+		t.Logf("softrdma -t: %s", strings.Join(strings.Fields(lastLines(mine.stdout, 3)), " "))
+	}
 	t.Logf("client: %s", strings.Join(strings.Fields(lastLines(co.stdout, 2)), " "))
+	return nil
+}
+
+// pingpongTSReport checks the three lines of ibv_rc_pingpong -t: the
+// largest, smallest and mean receive completion interval, in order.
+func pingpongTSReport(out string) error {
+	var v []float64
+	for _, l := range strings.Split(out, "\n") {
+		for _, p := range []string{"Max", "Min", "Average"} {
+			if rest, ok := strings.CutPrefix(l, p+" receive completion clock cycles = "); ok {
+				f, err := strconv.ParseFloat(rest, 64)
+				if err != nil || len(v) != map[string]int{"Max": 0, "Min": 1, "Average": 2}[p] {
+					return fmt.Errorf("timestamp line %q out of place or not a number", l)
+				}
+				v = append(v, f)
+			}
+		}
+	}
+	if len(v) != 3 || v[1] <= 0 || v[1] > v[2] || v[2] > v[0] {
+		return fmt.Errorf("timestamp lines %v: want max >= average >= min > 0", v)
+	}
 	return nil
 }
 
