@@ -226,6 +226,8 @@ type perftestCase struct {
 	// lossy: the link drops packets (the loss phase), so what one side
 	// sent is not what the other received.
 	lossy bool
+	// number: --output, each side that reports prints one number.
+	number bool
 }
 
 // perftestCases is the perftest part of the matrix; few iterations, since
@@ -241,6 +243,12 @@ var perftestCases = []perftestCase{
 	{test: "send_lat", size: 2, iters: 200},
 	{test: "write_bw", name: "write_bw-ipv6", size: 65536, iters: 200, gid: 2},
 	{test: "send_lat", name: "send_lat-ipv6", size: 2, iters: 200, gid: 2},
+	// -c, -l and --output (issue 12): rxe runs UC and UD.
+	{test: "send_bw", name: "send_bw-UD", extra: []string{"-c", "UD"}, size: 1024, iters: 200},
+	{test: "send_lat", name: "send_lat-UD", extra: []string{"-c", "UD"}, size: 2, iters: 200},
+	{test: "write_bw", name: "write_bw-UC", extra: []string{"-c", "UC"}, size: 65536, iters: 200},
+	{test: "send_bw", name: "send_bw-l4", extra: []string{"-l", "4"}, size: 4096, iters: 200},
+	{test: "write_bw", name: "write_bw-output", extra: []string{"--output=bandwidth"}, size: 65536, iters: 200, number: true},
 }
 
 // runPerftest runs one perftest case with softrdma in role ("server" or
@@ -319,6 +327,14 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 		checked = checked[1:]
 	}
 	for _, o := range checked {
+		if c.number {
+			// The number, then (softrdma's side) the --stats lines.
+			first, _, _ := strings.Cut(strings.TrimLeft(o.stdout, "\n"), "\n")
+			if v, err := strconv.ParseFloat(first, 64); err != nil || v <= 0 || strings.Contains(o.stdout, "#bytes") {
+				return fmt.Errorf("%s: --output: first line %q is not a positive number, or a table was printed\nstdout:\n%s", o.cmd, first, o.stdout)
+			}
+			continue
+		}
 		if err := perftestReport(o.stdout, c.size, c.iters); err != nil {
 			return fmt.Errorf("%s: %v\nstdout:\n%s", o.cmd, err, o.stdout)
 		}
