@@ -108,6 +108,7 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	var timeout int
 	intFlag(&timeout, 14, "QP local ACK timeout `exponent` (4.096 us * 2^N)", "u", "qp-timeout")
 	boolFlag(&cfg.IgnoreCPUFreq, "ignore CPU frequency warnings (accepted for perftest compatibility)", "F", "CPU-freq")
+	boolFlag(&cfg.Duplex, "bidirectional: both sides post and each reports the sum (write_bw, read_bw, atomic_bw)", "b", "bidirectional")
 	boolFlag(&cfg.Events, "sleep until a completion arrives instead of polling the CQ", "e", "events")
 	boolFlag(&cfg.Gbits, "report Gb/s instead of MB/s", "report_gbits", "report-gbits")
 	boolFlag(&cfg.RDMACM, "connect the QPs with rdma_cm and exchange over them instead of TCP (-p is the rdma_cm port)", "R", "rdma_cm")

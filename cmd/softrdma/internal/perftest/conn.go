@@ -20,7 +20,7 @@ func (s *side) connectUC(qp *verbs.QP, r, my *Dest) error {
 	if err != nil {
 		return fmt.Errorf("QP %#x to RTR: %w", qp.QPN(), err)
 	}
-	if !s.cfg.Test.BW || !s.cfg.IsServer() {
+	if !s.cfg.Test.BW || !s.cfg.IsServer() || s.cfg.Duplex {
 		if err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: my.PSN}, verbs.AttrState|verbs.AttrSQPSN); err != nil {
 			return fmt.Errorf("QP %#x to RTS: %w", qp.QPN(), err)
 		}

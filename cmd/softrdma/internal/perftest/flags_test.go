@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/softrdma/softrdma/verbs"
 )
 
 // TestConnTypes runs the tests perftest allows over UC and UD between two
@@ -166,4 +168,64 @@ func TestOutput(t *testing.T) {
 	if _, err := ParseOutput("bw"); !errors.Is(err, ErrUsage) {
 		t.Errorf("--output=bw: %v", err)
 	}
+}
+
+// TestDuplex runs write_bw, read_bw and atomic_bw with -b: both sides post
+// (so both run a loop and complete their own work) and print the sum of
+// both results, the same numbers on each side.
+func TestDuplex(t *testing.T) {
+	for _, name := range []string{"write_bw", "read_bw", "atomic_bw"} {
+		t.Run(name, func(t *testing.T) {
+			srv, cli := devicePair(t, false)
+			cfg := Config{Test: Tests[name], Iters: 50, GIDIndex: -1, Duplex: true}
+			if name != "atomic_bw" {
+				cfg.SetSize(4096)
+			}
+			before := srv.Counters()
+			sout, cout, serr, cerr := runPair(t, srv, cli, cfg)
+			if serr != nil || cerr != nil {
+				t.Fatalf("server: %v\nclient: %v\n%s\n%s", serr, cerr, sout, cout)
+			}
+			var rows [2][]string
+			for i, out := range []string{sout, cout} {
+				if !strings.Contains(out, " Bidirectional BW Test\n") || !strings.Contains(out, " TX depth        : ") {
+					t.Errorf("no bidirectional header or TX depth:\n%s", out)
+				}
+				rows[i] = bwRow.FindStringSubmatch(out)
+				if rows[i] == nil || rows[i][2] != "50" {
+					t.Fatalf("result row %q:\n%s", rows[i], out)
+				}
+			}
+			if rows[0][4] != rows[1][4] || rows[0][5] != rows[1][5] {
+				t.Errorf("server's sum %v, client's %v: want the same", rows[0][3:], rows[1][3:])
+			}
+			// The server posted its own 50 requests as well as answering
+			// the client's: at least 4 packets per 4 KiB WRITE plus an ACK
+			// (coalesced: at least one), 1 READ request plus 4 responses, or an
+			// atomic and an atomic ACK per message (without -b it sends
+			// only the answers: at most 200, 200 or 50).
+			want := map[string]uint64{"write_bw": 201, "read_bw": 250, "atomic_bw": 100}[name]
+			if sent := counter(srv.Counters(), "sent_pkts") - counter(before, "sent_pkts"); sent < want {
+				t.Errorf("server sent %d packets, want at least %d", sent, want)
+			}
+		})
+	}
+	for _, c := range []Config{
+		{Test: Tests["write_lat"], Duplex: true},
+		{Test: Tests["send_bw"], Duplex: true},
+		{Test: Tests["write_bw"], Duplex: true, All: true},
+	} {
+		if err := c.Normalize(); !errors.Is(err, ErrUsage) {
+			t.Errorf("%v -b: %v, want ErrUsage", c.Test, err)
+		}
+	}
+}
+
+func counter(cs []verbs.Counter, name string) uint64 {
+	for _, c := range cs {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return 0
 }

@@ -215,6 +215,10 @@ type Config struct {
 	PostList int
 	// Output is --output: only the one number asked for is printed.
 	Output Output
+	// Duplex is -b: in write_bw, read_bw and atomic_bw both sides post
+	// (the server's QPs go to RTS too), and each prints the sum of both
+	// sides' results.
+	Duplex bool
 
 	// Out receives the perftest-style report.
 	Out io.Writer
@@ -336,6 +340,16 @@ func (c *Config) normalize() error {
 		}
 		if !t.BW && c.Output != OutputLatency {
 			return fmt.Errorf("%w: output verbosity level for LAT can be: latency", ErrUsage)
+		}
+	}
+	if c.Duplex {
+		switch {
+		case !t.BW:
+			return fmt.Errorf("%w: -b (bidirectional) is for bw tests", ErrUsage)
+		case t.Verb == Send:
+			return fmt.Errorf("%w: -b with send_bw is not implemented in softrdma (write_bw, read_bw, atomic_bw)", ErrUsage)
+		case c.All || c.Duration > 0 || c.RDMACM:
+			return fmt.Errorf("%w: -b with -a, -D or -R is not implemented in softrdma", ErrUsage)
 		}
 	}
 	reqCQMod := c.CQMod != 0

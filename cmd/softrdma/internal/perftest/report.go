@@ -49,6 +49,9 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 		b.WriteString(c.Atomic.String() + " ")
 	}
 	if c.Test.BW {
+		if c.Duplex {
+			b.WriteString("Bidirectional ")
+		}
 		if c.PostList > 1 {
 			b.WriteString("Post List ")
 		}
@@ -62,7 +65,7 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 	fmt.Fprintf(&b, " Connection type : %v\t\tUsing SRQ      : OFF\n", c.Conn)
 	fmt.Fprintf(&b, " PCIe relax order: Unsupported\n")
 	fmt.Fprintf(&b, " ibv_wr* API     : OFF\n")
-	if !c.IsServer() || !c.Test.BW {
+	if !c.IsServer() || !c.Test.BW || c.Duplex {
 		fmt.Fprintf(&b, " TX depth        : %d\n", c.TxDepth)
 	}
 	if c.PostList > 1 {

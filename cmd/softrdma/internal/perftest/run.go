@@ -401,7 +401,7 @@ func (s *side) connect() error {
 		if err != nil {
 			return fmt.Errorf("QP %#x to RTR: %w", qp.QPN(), err)
 		}
-		if !c.Test.BW || !c.IsServer() {
+		if !c.Test.BW || !c.IsServer() || c.Duplex {
 			err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: s.my[i].PSN, Timeout: c.Timeout, RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: min(max(int(r.OutReads), 1), verbs.MaxQPRdAtom)},
 				verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
@@ -454,6 +454,9 @@ func (s *side) sequence(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprint(out, ResultLine+c.bwHeader())
+		if c.Duplex {
+			return s.duplexBW(ctx)
+		}
 		if c.IsServer() {
 			if err := sync0(); err != nil {
 				return err
@@ -623,6 +626,30 @@ func (s *side) printLatHeader() {
 		h = headerLatDur
 	}
 	fmt.Fprint(s.info(), ResultLine+h)
+}
+
+// duplexBW is the -b run of write_bw, read_bw and atomic_bw after the
+// header: a sync, both sides' loops at once, the report exchange, and the
+// sum of both results on each side.
+func (s *side) duplexBW(ctx context.Context) error {
+	if err := s.conn.Sync(&s.my[0]); err != nil {
+		return err
+	}
+	mine, err := s.runBW(ctx, s.cfg.Size)
+	if err != nil {
+		return err
+	}
+	rem, err := s.conn.ExchangeBWReport(mine)
+	if err != nil {
+		return err
+	}
+	sum := mine
+	sum.BWPeak += rem.BWPeak
+	sum.BWAvg += rem.BWAvg
+	sum.MsgRate += rem.MsgRate
+	s.printBW(sum)
+	fmt.Fprint(s.info(), ResultLine)
+	return s.conn.Finish(&s.my[0])
 }
 
 // printBW prints a bw result line, or with --output its one number.
