@@ -157,7 +157,7 @@ func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string
 // Ctrl-C). Over IPv4.
 func (s *suite) runRpingPersistent(t *testing.T, ctx context.Context, count, size int) error {
 	hostAddr, _ := cmAddrs(false)
-	server := s.cmServerSide("server", []string{"ping", "-s", "-P", "-a", hostAddr.String(), "-v"}, "", 0)
+	server := s.cmServerSide("server", []string{"ping", "-s", "-P", "-a", hostAddr.String(), "-S", strconv.Itoa(size), "-v"}, "", 0)
 	t.Logf("server: %s", server)
 	rs, err := s.start(ctx, server)
 	if err != nil {
