@@ -252,7 +252,7 @@ var perftestCases = []perftestCase{
 	{test: "write_bw", name: "write_bw-UC", extra: []string{"-c", "UC"}, size: 4096, iters: 200, unreliable: true},
 	{test: "send_bw", name: "send_bw-l4", extra: []string{"-l", "4"}, size: 4096, iters: 200},
 	{test: "write_bw", name: "write_bw-b", extra: []string{"-b"}, size: 65536, iters: 200},
-	{test: "write_bw", name: "write_bw-output", extra: []string{"--output=bandwidth"}, size: 65536, iters: 200, number: true},
+	{test: "write_bw", name: "write_bw-output", extra: []string{"--output=bandwidth"}, size: 4096, iters: 200, number: true},
 }
 
 // runPerftest runs one perftest case with softrdma in role ("server" or
