@@ -84,16 +84,23 @@ func (r *eventRouter) run(ctx context.Context, ch *rdmacm.EventChannel, o *pingO
 			}
 			continue
 		}
+		// The send does not block, so it is made under the lock that
+		// drop closes the queue under: never on a closed queue.
 		r.mu.Lock()
 		q := r.queues[ev.ID]
-		r.mu.Unlock()
-		if q == nil {
-			o.debugf("cma_event type %v for a connection already gone\n", ev.Type)
-			continue
+		sent := false
+		if q != nil {
+			select {
+			case q <- ev:
+				sent = true
+			default:
+			}
 		}
-		select {
-		case q <- ev:
-		default:
+		r.mu.Unlock()
+		switch {
+		case q == nil:
+			o.debugf("cma_event type %v for a connection already gone\n", ev.Type)
+		case !sent:
 			fmt.Fprintf(os.Stderr, "cma event %v dropped: the connection does not take its events\n", ev.Type)
 		}
 	}
