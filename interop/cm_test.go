@@ -151,6 +151,50 @@ func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string
 	return nil
 }
 
+// runRpingPersistent runs softrdma ping -s -P against two rping clients in
+// the guest, one after the other: the server serves both on one listener
+// and is still running after them (it is then stopped, as rping -P is with
+// Ctrl-C). Over IPv4.
+func (s *suite) runRpingPersistent(t *testing.T, ctx context.Context, count, size int) error {
+	hostAddr, _ := cmAddrs(false)
+	server := s.cmServerSide("server", []string{"ping", "-s", "-P", "-a", hostAddr.String(), "-S", strconv.Itoa(size), "-v"}, "", 0)
+	t.Logf("server: %s", server)
+	rs, err := s.start(ctx, server)
+	if err != nil {
+		return err
+	}
+	if err := s.listening(ctx, server, rs); err != nil {
+		rs.stop()
+		<-rs.done
+		return err
+	}
+	client := fmt.Sprintf("rping -c -a %s -C %d -S %d -v -V", hostAddr, count, size)
+	for i := range 2 {
+		t.Logf("client %d: %s", i+1, client)
+		r, err := s.guest(ctx, client)
+		if err == nil {
+			err = rpingLines(string(r.Stdout), "ping data: ", count, size)
+		}
+		if err != nil {
+			rs.stop()
+			o := <-rs.done
+			return fmt.Errorf("client %d: %v\nserver stdout:\n%s\nstderr:\n%s", i+1, err, o.stdout, o.stderr)
+		}
+	}
+	select {
+	case o := <-rs.done:
+		return fmt.Errorf("the persistent server ended after its clients: %v\nstdout:\n%s", o.failed(), o.stdout)
+	case <-time.After(time.Second):
+	}
+	rs.stop()
+	o := <-rs.done
+	if n := strings.Count(o.stdout, "server ping data: rdma-ping-"); n != 2*count {
+		return fmt.Errorf("server printed %d pings, want %d\nstdout:\n%s\nstderr:\n%s", n, 2*count, o.stdout, o.stderr)
+	}
+	t.Logf("two clients of %d pings served by one persistent server", count)
+	return nil
+}
+
 // cmaCase is a ucmatose or udaddy run.
 type cmaCase struct {
 	tool         string // "cmatose" or "udaddy"
@@ -281,6 +325,9 @@ func (s *suite) cmMatrix(t *testing.T) {
 			}
 		}
 	}
+	s.run(t, "rdmacm/rping-P/ipv4/softrdma-server", 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+		return s.runRpingPersistent(t, ctx, 5, pingSize)
+	}, cmWire("server", 2, 0, false))
 	// Two connections: the exchange's and the test QP's.
 	s.perftestMatrix(t, "rdmacm/", perftestCMCases, cmConnections(2))
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -225,6 +226,11 @@ type perftestCase struct {
 	// lossy: the link drops packets (the loss phase), so what one side
 	// sent is not what the other received.
 	lossy bool
+	// number: --output, each side that reports prints one number.
+	number bool
+	// unreliable: UC or UD, nothing retransmits what the emulated guest
+	// fails to take, and a bw server sends nothing.
+	unreliable bool
 }
 
 // perftestCases is the perftest part of the matrix; few iterations, since
@@ -240,6 +246,13 @@ var perftestCases = []perftestCase{
 	{test: "send_lat", size: 2, iters: 200},
 	{test: "write_bw", name: "write_bw-ipv6", size: 65536, iters: 200, gid: 2},
 	{test: "send_lat", name: "send_lat-ipv6", size: 2, iters: 200, gid: 2},
+	// -c, -l and --output (issue 12): rxe runs UC and UD.
+	{test: "send_bw", name: "send_bw-UD", extra: []string{"-c", "UD"}, size: 1024, iters: 200, unreliable: true},
+	{test: "send_lat", name: "send_lat-UD", extra: []string{"-c", "UD"}, size: 2, iters: 200, unreliable: true},
+	{test: "write_bw", name: "write_bw-UC", extra: []string{"-c", "UC"}, size: 4096, iters: 200, unreliable: true},
+	{test: "send_bw", name: "send_bw-l4", extra: []string{"-l", "4"}, size: 4096, iters: 200},
+	{test: "write_bw", name: "write_bw-b", extra: []string{"-b"}, size: 65536, iters: 200},
+	{test: "write_bw", name: "write_bw-output", extra: []string{"--output=bandwidth"}, size: 4096, iters: 200, number: true},
 }
 
 // runPerftest runs one perftest case with softrdma in role ("server" or
@@ -300,7 +313,7 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 	switch {
 	case c.cm:
 		pairs = nil
-	case c.lossy || lost:
+	case c.lossy || lost || c.unreliable:
 		pairs = pairs[2:]
 	}
 	for _, c := range pairs {
@@ -318,6 +331,14 @@ func (s *suite) runPerftest(t *testing.T, ctx context.Context, c perftestCase, r
 		checked = checked[1:]
 	}
 	for _, o := range checked {
+		if c.number {
+			// The number, then (softrdma's side) the --stats lines.
+			first, _, _ := strings.Cut(strings.TrimLeft(o.stdout, "\n"), "\n")
+			if v, err := strconv.ParseFloat(first, 64); err != nil || v <= 0 || strings.Contains(o.stdout, "#bytes") {
+				return fmt.Errorf("%s: --output: first line %q is not a positive number, or a table was printed\nstdout:\n%s", o.cmd, first, o.stdout)
+			}
+			continue
+		}
 		if err := perftestReport(o.stdout, c.size, c.iters); err != nil {
 			return fmt.Errorf("%s: %v\nstdout:\n%s", o.cmd, err, o.stdout)
 		}
@@ -413,6 +434,9 @@ type pingpongCase struct {
 	size  int
 	iters int
 	mtu   int // -m, path MTU; 0: the tools' default (1024)
+	// hostExtra are flags for softrdma's side only (the C tool lacks
+	// them or, like -t on rxe, refuses them).
+	hostExtra []string
 }
 
 // runPingpong runs softrdma pingpong in role ("server" or "client")
@@ -423,7 +447,7 @@ func (s *suite) runPingpong(t *testing.T, ctx context.Context, c pingpongCase, r
 	if c.mtu != 0 {
 		common = append(common, "-m", strconv.Itoa(c.mtu))
 	}
-	host := append([]string{"pingpong", "--type", c.typ, "-d", s.p.Tap(), "--timeout", "90s"}, common...)
+	host := append(append([]string{"pingpong", "--type", c.typ, "-d", s.p.Tap(), "--timeout", "90s"}, common...), c.hostExtra...)
 	guest := fmt.Sprintf("ibv_%s_pingpong -d rxe0 %s", c.typ, strings.Join(common, " "))
 	// The C servers listen on IPv4 only: the exchange runs over IPv4 and -g
 	// picks the RoCE address.
@@ -442,7 +466,38 @@ func (s *suite) runPingpong(t *testing.T, ctx context.Context, c pingpongCase, r
 			return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, err, o.stdout, o.stderr)
 		}
 	}
+	if slices.Contains(c.hostExtra, "-t") {
+		mine := so
+		if role == "client" {
+			mine = co
+		}
+		if err := pingpongTSReport(mine.stdout); err != nil {
+			return fmt.Errorf("%s: %v\nstdout:\n%s", mine.cmd, err, mine.stdout)
+		}
+		t.Logf("softrdma -t: %s", strings.Join(strings.Fields(lastLines(mine.stdout, 3)), " "))
+	}
 	t.Logf("client: %s", strings.Join(strings.Fields(lastLines(co.stdout, 2)), " "))
+	return nil
+}
+
+// pingpongTSReport checks the three lines of ibv_rc_pingpong -t: the
+// largest, smallest and mean receive completion interval, in order.
+func pingpongTSReport(out string) error {
+	var v []float64
+	for _, l := range strings.Split(out, "\n") {
+		for _, p := range []string{"Max", "Min", "Average"} {
+			if rest, ok := strings.CutPrefix(l, p+" receive completion clock cycles = "); ok {
+				f, err := strconv.ParseFloat(rest, 64)
+				if err != nil || len(v) != map[string]int{"Max": 0, "Min": 1, "Average": 2}[p] {
+					return fmt.Errorf("timestamp line %q out of place or not a number", l)
+				}
+				v = append(v, f)
+			}
+		}
+	}
+	if len(v) != 3 || v[1] <= 0 || v[1] > v[2] || v[2] > v[0] {
+		return fmt.Errorf("timestamp lines %v: want max >= average >= min > 0", v)
+	}
 	return nil
 }
 

@@ -33,6 +33,14 @@ type WC struct {
 	// InvalidatedRKey is the R_Key a received SEND_WITH_INV invalidated,
 	// valid with WCWithInv (ibv_wc's invalidated_rkey).
 	InvalidatedRKey wire.RKey
+	// Timestamp is the device clock when the completion was generated, in
+	// nanoseconds (see DeviceClock), if the CQ was created with
+	// WCWithCompletionTimestamp; zero otherwise.
+	Timestamp uint64
+	// WallclockNS is the wall clock when the completion was generated, in
+	// nanoseconds since the Unix epoch, if the CQ was created with
+	// WCWithCompletionTimestampWallclock; zero otherwise.
+	WallclockNS uint64
 }
 
 // CompChannel delivers completion events of the CQs attached to it.
@@ -85,6 +93,7 @@ type CQ struct {
 	wake   chan struct{} // one token: a completion arrived for a waiter
 	gone   chan struct{} // closed by Destroy
 	refs   int           // QPs and SRQs using it
+	ts     WCTimestamps  // clocks stamped on completions (CreateCQEx)
 	// Context is free for the application's use (cq_context).
 	Context any
 }
@@ -318,6 +327,9 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		i -= len(cq.ring)
 	}
 	cq.ring[i] = *wc
+	if cq.ts != 0 {
+		cq.stamp(&cq.ring[i])
+	}
 	cq.n++
 	fire := cq.armed == notifyNext || (cq.armed == notifySolicited && (solicited || wc.Status != Success))
 	if fire {

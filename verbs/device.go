@@ -75,6 +75,10 @@ type DeviceAttr struct {
 	// advertises them.
 	MaxMW          int
 	DeviceCapFlags uint64
+	// CompletionTimestampMask and HCACoreClock (kHz) describe the clock
+	// of WC.Timestamp (ibv_device_attr_ex); see CreateCQEx.
+	CompletionTimestampMask uint64
+	HCACoreClock            uint64
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -364,6 +368,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
 		MaxMW: MaxMW, DeviceCapFlags: DeviceMemWindow | DeviceMemMgtExtensions | DeviceMemWindowType2B,
+		CompletionTimestampMask: CompletionTimestampMask, HCACoreClock: HCACoreClockKHz,
 	}
 }
 

@@ -267,3 +267,35 @@ func Example() {
 	// A: wr 3 RDMA_WRITE success
 	// B's memory: "written by A"
 }
+
+// A CQ whose completions carry the time they were generated: the device
+// clock (monotonic nanoseconds, for intervals) and the wall clock.
+func ExampleDevice_CreateCQEx() {
+	network := loop.NewNetwork(loop.Config{})
+	defer network.Close()
+	l, err := network.Attach([]netip.Addr{netip.MustParseAddr("10.0.0.1")}, 4791)
+	if err != nil {
+		log.Fatal(err)
+	}
+	dev, err := verbs.Open(l, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	attr := dev.QueryDevice()
+	fmt.Printf("device clock: %d kHz, mask %#x\n", attr.HCACoreClock, attr.CompletionTimestampMask)
+
+	cq, err := dev.CreateCQEx(16, nil, verbs.CQAttr{
+		Timestamps: verbs.WCWithCompletionTimestamp | verbs.WCWithCompletionTimestampWallclock})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cq.Destroy()
+	// ... QPs on cq post work; each completion polled then has
+	// wc.Timestamp (compare with verbs.DeviceClock()) and wc.WallclockNS
+	// (time.Unix(0, int64(wc.WallclockNS))).
+	fmt.Println("stamps:", cq.Timestamps() == verbs.WCWithCompletionTimestamp|verbs.WCWithCompletionTimestampWallclock)
+	// Output:
+	// device clock: 1000000 kHz, mask 0x7fffffffffffffff
+	// stamps: true
+}

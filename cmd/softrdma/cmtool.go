@@ -249,13 +249,19 @@ func waitWC(ctx context.Context, cq *verbs.CQ, gone <-chan struct{}) (verbs.WC, 
 	}
 }
 
+// cmEvents is where a tool takes rdma_cm events from: an event channel,
+// or one connection's share of it (rping -P).
+type cmEvents interface {
+	Get(ctx context.Context) (*rdmacm.Event, error)
+}
+
 // nextEvent waits for an rdma_cm event.
-func nextEvent(ctx context.Context, ch *rdmacm.EventChannel) (*rdmacm.Event, error) {
+func nextEvent(ctx context.Context, ch cmEvents) (*rdmacm.Event, error) {
 	return ch.Get(ctx)
 }
 
 // expect waits for an event of type want.
-func expect(ctx context.Context, ch *rdmacm.EventChannel, want rdmacm.EventType) (*rdmacm.Event, error) {
+func expect(ctx context.Context, ch cmEvents, want rdmacm.EventType) (*rdmacm.Event, error) {
 	ev, err := nextEvent(ctx, ch)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,4 +132,78 @@ func TestCMToolsSharedFlags(t *testing.T) {
 			t.Errorf("%s -d no-such-interface0: %v\n%s", name, err, out.String())
 		}
 	}
+}
+
+// TestPingPersistent runs rping -P: the server serves two clients at once
+// and a third after them, on one listener, and keeps running until it is
+// interrupted.
+func TestPingPersistent(t *testing.T) {
+	port := freeUDPPort(t)
+	if c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.0.3")}); err != nil {
+		t.Skip(err)
+	} else {
+		c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	var sout lockedBuffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- runPing(sctx, []string{"-s", "-P", "-a", "127.0.0.2", "-v", "-p", "7176", "-roce-port", port}, &sout)
+	}()
+	time.Sleep(200 * time.Millisecond)
+	client := func(src string, n int) error {
+		var out bytes.Buffer
+		err := runPing(ctx, []string{"-c", "-a", "127.0.0.2", "-I", src, "-p", "7176", "-C", fmt.Sprint(n), "-vV", "-roce-port", port}, &out)
+		if err == nil && strings.Count(out.String(), "ping data: rdma-ping-") != n {
+			err = fmt.Errorf("%d pings expected:\n%s", n, out.String())
+		}
+		return err
+	}
+	both := make(chan error, 2)
+	go func() { both <- client("127.0.0.1", 20) }()
+	go func() { both <- client("127.0.0.3", 20) }()
+	for range 2 {
+		if err := <-both; err != nil {
+			t.Fatalf("concurrent client: %v", err)
+		}
+	}
+	if err := client("127.0.0.1", 3); err != nil {
+		t.Fatalf("third client: %v", err)
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("the persistent server ended after its clients: %v\n%s", err, sout.String())
+	case <-time.After(100 * time.Millisecond):
+	}
+	stop()
+	if err := <-errc; err != context.Canceled {
+		t.Errorf("interrupted server: %v, want context.Canceled", err)
+	}
+	if n := strings.Count(sout.String(), "server ping data: rdma-ping-"); n != 43 {
+		t.Errorf("server printed %d pings, want 43:\n%s", n, sout.String())
+	}
+	// -P is for the server.
+	if err := runPing(ctx, []string{"-c", "-P", "-a", "127.0.0.2"}, &bytes.Buffer{}); err == nil {
+		t.Error("client with -P accepted")
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -191,7 +191,16 @@ func describe(w io.Writer, d infoDevice, verbose bool) error {
 		fmt.Fprintf(w, "\tmax_pkeys:\t\t\t%d\n", a.MaxPKeys)
 		fmt.Fprintf(w, "\tlocal_ca_ack_delay:\t\t%d\n", a.LocalCAAckDelay)
 		fmt.Fprintf(w, "\tmax_inline_data:\t\t%d\n", a.MaxInlineData)
-		fmt.Fprintf(w, "\tcompletion_timestamp_mask not supported\n")
+		if a.CompletionTimestampMask != 0 {
+			fmt.Fprintf(w, "\tcompletion timestamp_mask:\t\t\t0x%016x\n", a.CompletionTimestampMask)
+		} else {
+			fmt.Fprintf(w, "\tcompletion_timestamp_mask not supported\n")
+		}
+		if a.HCACoreClock != 0 {
+			fmt.Fprintf(w, "\thca_core_clock:\t\t\t%dkHZ\n", a.HCACoreClock)
+		} else {
+			fmt.Fprintf(w, "\tcore clock not supported\n")
+		}
 	}
 	fmt.Fprintf(w, "\t\tport:\t1\n")
 	fmt.Fprintf(w, "\t\t\tstate:\t\t\t%v (%d)\n", state, state)

@@ -108,9 +108,16 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	var timeout int
 	intFlag(&timeout, 14, "QP local ACK timeout `exponent` (4.096 us * 2^N)", "u", "qp-timeout")
 	boolFlag(&cfg.IgnoreCPUFreq, "ignore CPU frequency warnings (accepted for perftest compatibility)", "F", "CPU-freq")
+	boolFlag(&cfg.Duplex, "bidirectional: both sides post and each reports the sum (write_bw, read_bw, atomic_bw)", "b", "bidirectional")
 	boolFlag(&cfg.Events, "sleep until a completion arrives instead of polling the CQ", "e", "events")
 	boolFlag(&cfg.Gbits, "report Gb/s instead of MB/s", "report_gbits", "report-gbits")
 	boolFlag(&cfg.RDMACM, "connect the QPs with rdma_cm and exchange over them instead of TCP (-p is the rdma_cm port)", "R", "rdma_cm")
+	intFlag(&cfg.PostList, 1, "post `N` work requests per post call (bw tests; the CQ moderation becomes N unless -Q)", "l", "post_list")
+	var conn, output string
+	for _, n := range []string{"c", "connection"} {
+		fs.StringVar(&conn, n, "RC", "connection `type`: RC, UC (not read/atomic) or UD (send tests)")
+	}
+	fs.StringVar(&output, "output", "", "print only one number: `bandwidth` or message_rate (bw tests), latency (lat tests)")
 	atomic := fs.String("A", "FETCH_AND_ADD", "atomic `type`: CMP_AND_SWAP or FETCH_AND_ADD (atomic tests)")
 	showProgress := fs.Bool("progress", true, "with -a or -D, show a progress line on stderr when it is a terminal (softrdma extension)")
 	stats := fs.Bool("stats", false, "after the run, report the link's packets and system calls and the CPU time used (softrdma extension)")
@@ -144,6 +151,14 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if cfg.Atomic, err = perftest.ParseAtomicType(*atomic); err != nil {
 		return err
+	}
+	if cfg.Conn, err = perftest.ParseConn(conn, test.Verb); err != nil {
+		return err
+	}
+	if output != "" {
+		if cfg.Output, err = perftest.ParseOutput(output); err != nil {
+			return err
+		}
 	}
 	cfg.IBPort = tf.IBPort
 	cfg.NoPollReceive = !tf.BusyPoll

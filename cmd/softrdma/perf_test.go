@@ -171,3 +171,23 @@ func TestPerfExitCode(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfNewFlagsUsage: perftest's refusals of -c, -l and --output are
+// usage errors (exit status 2) before any device is opened.
+func TestPerfNewFlagsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"perf", "read_bw", "-c", "UC"},
+		{"perf", "write_bw", "-c", "UD"},
+		{"perf", "send_bw", "-c", "XRC"},
+		{"perf", "write_lat", "-l", "2"},
+		{"perf", "write_bw", "-l", "3", "-n", "100"},
+		{"perf", "write_bw", "--output=latency"},
+		{"perf", "send_lat", "--output=bandwidth"},
+		{"perf", "send_lat", "--output=bw"},
+	} {
+		var out, errb strings.Builder
+		if st := run(args, &out, &errb); st != 2 {
+			t.Errorf("softrdma %q: status %d, stderr %q; want 2", args, st, errb.String())
+		}
+	}
+}

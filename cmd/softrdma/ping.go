@@ -35,6 +35,7 @@ const (
 
 type pingOpts struct {
 	server, verbose, validate, debug bool
+	persistent                       bool // -P
 	count, size                      int
 	out                              io.Writer
 }
@@ -57,10 +58,11 @@ func runPing(ctx context.Context, args []string, out io.Writer) error {
 	verbose := fs.Bool("v", false, "display ping data")
 	validate := fs.Bool("V", false, "validate ping data")
 	debug := fs.Bool("d", false, "debug output")
+	persistent := fs.Bool("P", false, "persistent server: keep accepting connections, serving them at once, until interrupted")
 	df := addDevFlags(fs, false)
 	fs.Usage = usageFunc(fs, "ping -s [-a ADDR] [flags]   (server)\nping -c -a SERVER [flags]   (client)",
 		"rping: an RDMA READ/WRITE ping-pong over an rdma_cm connection, with rping's flags and output.")
-	pos, err := parseFlags(fs, splitShortFlags(args, "scvVd"), out)
+	pos, err := parseFlags(fs, splitShortFlags(args, "scvVdP"), out)
 	if err != nil {
 		return err
 	}
@@ -69,6 +71,9 @@ func runPing(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *server == *client {
 		return errors.New("give exactly one of -s (server) and -c (client)")
+	}
+	if *persistent && !*server {
+		return errors.New("-P is a server option (with -s)")
 	}
 	if *size < rpingMinSize || *size > rpingMaxSize {
 		return fmt.Errorf("invalid size %d (valid range is %d to %d)", *size, rpingMinSize, rpingMaxSize)
@@ -80,7 +85,7 @@ func runPing(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("invalid port %d", *port)
 	}
 	o := &pingOpts{server: *server, verbose: *verbose, validate: *validate, debug: *debug,
-		count: *count, size: *size, out: out}
+		count: *count, size: *size, out: out, persistent: *persistent}
 	if *server {
 		bind := netip.IPv4Unspecified()
 		if *addr != "" {
@@ -185,7 +190,7 @@ func (c *pingConn) free() {
 
 // watch reads the ID's events after the connection is up and closes gone
 // on DISCONNECTED.
-func (c *pingConn) watch(ctx context.Context, ch *rdmacm.EventChannel, done chan<- struct{}) {
+func (c *pingConn) watch(ctx context.Context, ch cmEvents, done chan<- struct{}) {
 	defer close(done)
 	closed := false
 	for {
@@ -384,10 +389,18 @@ func pingServer(ctx context.Context, o *pingOpts, bind netip.AddrPort, df *devFl
 		return fmt.Errorf("rdma_listen: %w", err)
 	}
 	o.debugf("rdma_listen on %v\n", bind)
+	if o.persistent {
+		return pingPersistent(ctx, o, ch)
+	}
 	ev, err := expect(ctx, ch, rdmacm.EventConnectRequest)
 	if err != nil {
 		return err
 	}
+	return pingServe(ctx, o, ev, ch)
+}
+
+// pingServe serves the connection ev requests, taking its events from ch.
+func pingServe(ctx context.Context, o *pingOpts, ev *rdmacm.Event, ch cmEvents) error {
 	child := ev.ID
 	defer child.Destroy()
 	o.debugf("child cma from %v\n", child.PeerAddr())

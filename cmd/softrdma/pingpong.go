@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,7 +39,7 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 	tf.Register(fs)
 	typ := fs.String("type", "rc", "transport: `rc`, uc, ud or srq (as ibv_rc/uc/ud/srq_pingpong)")
 	var cfg pingpong.Config
-	var odp, ts bool
+	var odp bool
 	for _, n := range []string{"p", "port"} {
 		fs.IntVar(&cfg.TCPPort, n, pingpong.DefaultTCPPort, "listen on/connect to TCP `port`")
 	}
@@ -72,7 +71,7 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 		fs.BoolVar(&odp, n, false, "use on demand paging (rc, srq; softrdma memory is never pinned, so this changes nothing)")
 	}
 	for _, n := range []string{"t", "ts"} {
-		fs.BoolVar(&ts, n, false, "get CQE with timestamp (rc; not supported)")
+		fs.BoolVar(&cfg.Timestamps, n, false, "get CQE with timestamp: report the receive completions' intervals in device clock cycles (ns) (rc)")
 	}
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "give up after this long without a client (server) or a completion, e.g. 10s (softrdma extension; default: wait forever)")
 	fs.Usage = usageFunc(fs, "pingpong [flags]          (server: wait for a client)\npingpong [flags] HOST     (client: connect to the server on HOST)",
@@ -92,11 +91,8 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.Type, err = pingpong.ParseType(*typ); err != nil {
 		return err
 	}
-	if ts {
-		if cfg.Type != pingpong.RC {
-			return fmt.Errorf("%w: -t is an option of the rc pingpong only", tool.ErrUsage)
-		}
-		return errors.New("the device isn't completion timestamp capable")
+	if cfg.Timestamps && cfg.Type != pingpong.RC {
+		return fmt.Errorf("%w: -t is an option of the rc pingpong only", tool.ErrUsage)
 	}
 	if odp {
 		if cfg.Type != pingpong.RC && cfg.Type != pingpong.SRQ {

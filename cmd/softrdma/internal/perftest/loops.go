@@ -221,6 +221,9 @@ func (s *side) sendWR(i, size int) verbs.SendWR {
 	if (s.cfg.Test.Verb == Send || s.cfg.Test.Verb == Write) && size <= s.cfg.Inline {
 		wr.Flags |= verbs.SendInline
 	}
+	if s.cfg.Conn == UD && i < len(s.ahs) {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ahs[i], s.rem[i].QPN, defQKey
+	}
 	return wr
 }
 
@@ -247,9 +250,23 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 		t.posted = make([]time.Duration, total)
 		t.completed = make([]time.Duration, total)
 	}
+	// Each QP posts a list of PostList WRs per call (-l): WR j of a list
+	// uses cycle slot j, as perftest's ctx_set_send_wqes sets them up.
+	pl := c.PostList
 	wrs := make([][]verbs.SendWR, nq)
 	for i := range wrs {
-		wrs[i] = []verbs.SendWR{s.sendWR(i, size)}
+		wrs[i] = make([]verbs.SendWR, pl)
+		for j := range wrs[i] {
+			wrs[i][j] = s.sendWR(i, size)
+			wrs[i][j].SGL = []verbs.SGE{s.mr.SGE(i*s.buffSize, size)}
+			if pl > 1 {
+				off := s.cycleOffset(uint64(j), size)
+				wrs[i][j].SGL[0].Addr += uint64(off)
+				if c.Test.Verb != Send {
+					wrs[i][j].RemoteAddr += uint64(off)
+				}
+			}
+		}
 	}
 	scnt := make([]uint64, nq)
 	ccnt := make([]uint64, nq)
@@ -291,27 +308,37 @@ func (s *side) runBW(ctx context.Context, size int) (BWReport, error) {
 			}
 		}
 		for i, qp := range s.qps {
-			for !ending && (dur || scnt[i] < uint64(iters)) && scnt[i]-ccnt[i] < uint64(c.TxDepth) {
-				wr := &wrs[i][0]
+			for !ending && (dur || scnt[i] < uint64(iters)) && scnt[i]-ccnt[i]+uint64(pl) <= uint64(c.TxDepth) {
 				n := scnt[i]
-				off := s.cycleOffset(n, size)
-				wr.SGL[0].Addr = s.mr.Addr() + uint64(i*s.buffSize+off)
-				if c.Test.Verb != Send {
-					wr.RemoteAddr = s.rem[i].VAddr + uint64(off)
-				}
-				wr.ID = n
-				wr.Flags &^= verbs.SendSignaled
-				if signaled(n) {
-					wr.Flags |= verbs.SendSignaled
+				for j := range wrs[i] {
+					wr := &wrs[i][j]
+					if pl == 1 {
+						off := s.cycleOffset(n, size)
+						wr.SGL[0].Addr = s.mr.Addr() + uint64(i*s.buffSize+off)
+						if c.Test.Verb != Send {
+							wr.RemoteAddr = s.rem[i].VAddr + uint64(off)
+						}
+					}
+					// IDs count messages: a completion covers all up to
+					// its own (lists are whole multiples of the CQ
+					// moderation, so the last of a list is signaled).
+					wr.ID = n + uint64(j)
+					wr.Flags &^= verbs.SendSignaled
+					if signaled(n + uint64(j)) {
+						wr.Flags |= verbs.SendSignaled
+					}
 				}
 				if !dur {
-					t.posted[totS] = k.now()
+					now := k.now()
+					for j := range pl {
+						t.posted[int(totS)+j] = now
+					}
 				}
 				if err := qp.PostSend(wrs[i]); err != nil {
 					return BWReport{}, fmt.Errorf("%w: post send on QP %#x (message %d): %v", ErrTest, qp.QPN(), n, err)
 				}
-				scnt[i]++
-				totS++
+				scnt[i] += uint64(pl)
+				totS += uint64(pl)
 			}
 		}
 		n := s.scq.Poll(wcs)
@@ -373,7 +400,11 @@ func (s *side) postRecvs(size int) error {
 	c := s.cfg
 	rs := &recvState{wr: make([][]verbs.RecvWR, len(s.qps)), posted: make([]uint64, len(s.qps))}
 	for i, qp := range s.qps {
-		rs.wr[i] = []verbs.RecvWR{{ID: uint64(i), SGL: []verbs.SGE{s.mr.SGE((len(s.qps)+i)*s.buffSize, size)}}}
+		length := size
+		if c.Conn == UD {
+			length += udGRH
+		}
+		rs.wr[i] = []verbs.RecvWR{{ID: uint64(i), SGL: []verbs.SGE{s.mr.SGE((len(s.qps)+i)*s.buffSize, length)}}}
 		for j := 0; j < c.RxDepth; j++ {
 			if err := s.postRecv(rs, i, size); err != nil {
 				return fmt.Errorf("%w: post receive on QP %#x: %v", ErrTest, qp.QPN(), err)
@@ -388,6 +419,9 @@ func (s *side) postRecv(rs *recvState, i, size int) error {
 	off := 0
 	if s.cfg.Test.BW {
 		off = s.cycleOffset(rs.posted[i], size)
+	}
+	if s.cfg.Conn == UD {
+		off += s.cacheLine - udGRH // the GRH lands before the cache line
 	}
 	rs.wr[i][0].SGL[0].Addr = s.mr.Addr() + uint64((len(s.qps)+i)*s.buffSize+off)
 	if err := s.qps[i].PostRecv(rs.wr[i]); err != nil {

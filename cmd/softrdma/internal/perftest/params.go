@@ -76,30 +76,95 @@ func ParseAtomicType(s string) (AtomicType, error) {
 	return 0, fmt.Errorf("%w: atomic type %q (choose CMP_AND_SWAP or FETCH_AND_ADD)", ErrUsage, s)
 }
 
+// ConnType is the transport of the test QPs (-c).
+type ConnType int
+
+// Connection types softrdma runs (perftest's RC, UC, UD).
+const (
+	RC ConnType = iota
+	UC
+	UD
+)
+
+var connNames = [...]string{"RC", "UC", "UD"}
+
+// String returns the -c spelling.
+func (c ConnType) String() string { return connNames[c] }
+
+// ParseConn parses -c's argument for a test of verb v, refusing what
+// perftest refuses: UC for READ and atomics, UD for all but SEND.
+func ParseConn(s string, v Verb) (ConnType, error) {
+	switch s {
+	case "RC":
+		return RC, nil
+	case "UC":
+		if v == Read || v == Atomic {
+			return 0, fmt.Errorf("%w: UC connection not possible in READ/ATOMIC verbs", ErrUsage)
+		}
+		return UC, nil
+	case "UD":
+		if v != Send {
+			return 0, fmt.Errorf("%w: UD connection only possible in SEND verb", ErrUsage)
+		}
+		return UD, nil
+	case "XRC", "DC", "SRD", "RawEth":
+		return 0, fmt.Errorf("%w: connection type %s is not available on softrdma (RC, UC, UD)", ErrUsage, s)
+	}
+	return 0, fmt.Errorf("%w: invalid connection type %q: choose from RC, UC, UD", ErrUsage, s)
+}
+
+// Output is perftest's --output: the whole report, or only one number.
+type Output int
+
+// Report verbosities.
+const (
+	OutputFull      Output = iota
+	OutputBandwidth        // the average bandwidth (bw tests)
+	OutputMsgRate          // the message rate in Mpps (bw tests)
+	OutputLatency          // the average latency in usec (lat tests)
+)
+
+// ParseOutput parses --output's argument.
+func ParseOutput(s string) (Output, error) {
+	switch s {
+	case "bandwidth":
+		return OutputBandwidth, nil
+	case "message_rate":
+		return OutputMsgRate, nil
+	case "latency":
+		return OutputLatency, nil
+	}
+	return 0, fmt.Errorf("%w: invalid verbosity level output flag %q: use bandwidth, latency, message_rate", ErrUsage, s)
+}
+
 // ErrUsage is wrapped by errors about bad parameters.
 var ErrUsage = errors.New("invalid parameter")
 
 // Defaults and limits, as perftest's.
 const (
-	DefaultPort    = 18515
-	defSizeBW      = 65536
-	defSizeLat     = 2
-	defSizeAtomic  = 8
-	defIters       = 1000
-	defItersWB     = 5000
-	defTxBW        = 128
-	defTxLat       = 1
-	defRxSend      = 512
-	defCQMod       = 100
-	MaxSize        = 1 << 23 // -a runs 2..MaxSize
-	minIters       = 5
-	maxIters       = 100000000
-	maxTx          = 15000
-	maxQPs         = 16384
-	cqModSizeLimit = 8192
-	defInlineWrite = 220
-	defInlineSend  = 236
-	timeoutDefault = 14
+	DefaultPort     = 18515
+	defSizeBW       = 65536
+	defSizeLat      = 2
+	defSizeAtomic   = 8
+	defIters        = 1000
+	defItersWB      = 5000
+	defTxBW         = 128
+	defTxLat        = 1
+	defRxSend       = 512
+	defCQMod        = 100
+	MaxSize         = 1 << 23 // -a runs 2..MaxSize
+	minIters        = 5
+	maxIters        = 100000000
+	maxTx           = 15000
+	ucMaxRx         = 16000 // receive depth of UC/UD SEND tests at most
+	defQKey         = 0x11111111
+	udGRH           = 40 // room for the GRH before a UD receive
+	maxQPs          = 16384
+	cqModSizeLimit  = 8192
+	defInlineWrite  = 220
+	defInlineSend   = 236
+	defInlineSendUD = 188
+	timeoutDefault  = 14
 )
 
 // Config is one side's parameters. Zero values mean perftest's defaults;
@@ -142,6 +207,18 @@ type Config struct {
 	// arrives (CQ.Wait) instead of polling. Not with write_lat (it
 	// watches memory, not a CQ) or -D.
 	Events bool
+	// Conn is -c: the test QPs' transport (RC by default).
+	Conn ConnType
+	// PostList is -l: bw tests post this many work requests per PostSend
+	// call (1 by default); the CQ moderation becomes the list's length
+	// unless CQMod is set.
+	PostList int
+	// Output is --output: only the one number asked for is printed.
+	Output Output
+	// Duplex is -b: in write_bw, read_bw and atomic_bw both sides post
+	// (the server's QPs go to RTS too), and each prints the sum of both
+	// sides' results.
+	Duplex bool
 
 	// Out receives the perftest-style report.
 	Out io.Writer
@@ -150,6 +227,7 @@ type Config struct {
 	Progress func(i, n, size int)
 
 	sizeSet    bool
+	postListCQ bool // the CQ moderation was set from PostList
 	margin     time.Duration
 	normalized bool
 }
@@ -242,8 +320,39 @@ func (c *Config) normalize() error {
 		c.RxDepth = 1
 		if t.Verb == Send {
 			c.RxDepth = defRxSend
+			if c.Conn != RC && c.Duration == 0 {
+				// perftest: UC and UD have a receive for every message.
+				c.RxDepth = min(c.Iters, ucMaxRx)
+			}
 		}
 	}
+	if c.Conn == UC && (t.Verb == Read || t.Verb == Atomic) || c.Conn == UD && t.Verb != Send {
+		if _, err := ParseConn(c.Conn.String(), t.Verb); err != nil {
+			return err
+		}
+	}
+	if c.RDMACM && c.Conn != RC {
+		return fmt.Errorf("%w: %v is not supported with rdma_cm (-R) in softrdma", ErrUsage, c.Conn)
+	}
+	if c.Output != OutputFull {
+		if t.BW && c.Output != OutputBandwidth && c.Output != OutputMsgRate {
+			return fmt.Errorf("%w: output verbosity level for BW can be: bandwidth, message_rate", ErrUsage)
+		}
+		if !t.BW && c.Output != OutputLatency {
+			return fmt.Errorf("%w: output verbosity level for LAT can be: latency", ErrUsage)
+		}
+	}
+	if c.Duplex {
+		switch {
+		case !t.BW:
+			return fmt.Errorf("%w: -b (bidirectional) is for bw tests", ErrUsage)
+		case t.Verb == Send:
+			return fmt.Errorf("%w: -b with send_bw is not implemented in softrdma (write_bw, read_bw, atomic_bw)", ErrUsage)
+		case c.All || c.Duration > 0 || c.RDMACM:
+			return fmt.Errorf("%w: -b with -a, -D or -R is not implemented in softrdma", ErrUsage)
+		}
+	}
+	reqCQMod := c.CQMod != 0
 	if c.CQMod == 0 {
 		c.CQMod = defCQMod
 	}
@@ -258,6 +367,9 @@ func (c *Config) normalize() error {
 				c.Inline = defInlineWrite
 			case Send:
 				c.Inline = defInlineSend
+				if c.Conn == UD {
+					c.Inline = defInlineSendUD
+				}
 			}
 		}
 	}
@@ -274,10 +386,32 @@ func (c *Config) normalize() error {
 			c.RxDepth = min(c.RxDepth, c.Iters)
 		}
 	}
-	if c.Size > cqModSizeLimit && !c.All {
+	if c.Size > cqModSizeLimit && !c.All && c.Conn != UD && !reqCQMod {
 		c.CQMod = 1
 	}
 	c.CQMod = min(c.CQMod, c.TxDepth)
+	if c.PostList == 0 {
+		c.PostList = 1
+	}
+	if c.PostList < 1 || c.PostList > maxTx {
+		return fmt.Errorf("%w: post list %d (1..%d)", ErrUsage, c.PostList, maxTx)
+	}
+	if c.PostList > 1 {
+		if !t.BW {
+			return fmt.Errorf("%w: post list is supported in BW tests only", ErrUsage)
+		}
+		if c.Duration == 0 && c.Iters%c.PostList != 0 {
+			return fmt.Errorf("%w: number of iterations must be a multiple of post list size", ErrUsage)
+		}
+		if c.PostList > c.TxDepth {
+			return fmt.Errorf("%w: post list %d is longer than the send queue (-t %d)", ErrUsage, c.PostList, c.TxDepth)
+		}
+		if !reqCQMod {
+			c.CQMod, c.postListCQ = c.PostList, true
+		} else if c.PostList%c.CQMod != 0 {
+			return fmt.Errorf("%w: post list size must be a multiple of CQ moderation", ErrUsage)
+		}
+	}
 	if c.All {
 		if t.Verb == Atomic {
 			return fmt.Errorf("%w: message size cannot be changed for atomic tests", ErrUsage)

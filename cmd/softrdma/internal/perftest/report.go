@@ -49,6 +49,12 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 		b.WriteString(c.Atomic.String() + " ")
 	}
 	if c.Test.BW {
+		if c.Duplex {
+			b.WriteString("Bidirectional ")
+		}
+		if c.PostList > 1 {
+			b.WriteString("Post List ")
+		}
 		b.WriteString("BW ")
 	} else {
 		b.WriteString("Latency ")
@@ -56,11 +62,14 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 	b.WriteString("Test\n")
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", dev)
 	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", c.NumQPs)
-	fmt.Fprintf(&b, " Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(&b, " Connection type : %v\t\tUsing SRQ      : OFF\n", c.Conn)
 	fmt.Fprintf(&b, " PCIe relax order: Unsupported\n")
 	fmt.Fprintf(&b, " ibv_wr* API     : OFF\n")
-	if !c.IsServer() || !c.Test.BW {
+	if !c.IsServer() || !c.Test.BW || c.Duplex {
 		fmt.Fprintf(&b, " TX depth        : %d\n", c.TxDepth)
+	}
+	if c.PostList > 1 {
+		fmt.Fprintf(&b, " Post List       : %d\n", c.PostList)
 	}
 	if c.Test.Verb == Send && (c.IsServer() || !c.Test.BW) {
 		fmt.Fprintf(&b, " RX depth        : %d\n", c.RxDepth)

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -80,10 +81,23 @@ type side struct {
 	qps      []*verbs.QP
 	my, rem  []Dest
 	recv     *recvState
+	ahs      []*verbs.AH // UD: the address of each QP's peer
+}
+
+// info is where the report's text other than the result goes: nowhere
+// with --output.
+func (s *side) info() io.Writer {
+	if s.cfg.Output != OutputFull {
+		return io.Discard
+	}
+	return s.cfg.Out
 }
 
 func (s *side) run(ctx context.Context) error {
 	c := s.cfg
+	if c.postListCQ {
+		fmt.Fprint(c.Out, ResultLine+"Post List requested - CQ moderation will be the size of the post list\n")
+	}
 	if err := s.pickGIDAndMTU(); err != nil {
 		return err
 	}
@@ -96,7 +110,7 @@ func (s *side) run(ctx context.Context) error {
 			defer s.cm.Close()
 		}
 		if c.IsServer() {
-			fmt.Fprint(c.Out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+			fmt.Fprint(s.info(), "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 			s.conn, err = s.cmListen(ctx)
 		} else {
 			s.conn, err = s.cmDial(ctx)
@@ -112,7 +126,7 @@ func (s *side) run(ctx context.Context) error {
 		if s.hooks.Listening != nil {
 			s.hooks.Listening(l.Addr())
 		}
-		fmt.Fprint(c.Out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		fmt.Fprint(s.info(), "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 		s.conn, err = Accept(ctx, l)
 		l.Close()
 	} else {
@@ -133,6 +147,13 @@ func (s *side) run(ctx context.Context) error {
 		return err
 	}
 	s.mtu = verbs.MTU(mtu)
+	if c.Conn == UD && c.Size > s.mtu.Bytes() {
+		// perftest: a UD message is one packet.
+		if c.All {
+			return fmt.Errorf("%w: max msg size in UD is MTU %d", ErrUsage, s.mtu.Bytes())
+		}
+		c.Size = s.mtu.Bytes()
+	}
 	if err := s.setup(); err != nil {
 		return err
 	}
@@ -147,7 +168,7 @@ func (s *side) run(ctx context.Context) error {
 	} else if err := s.createQPs(); err != nil {
 		return err
 	}
-	testInfo(c.Out, c, s.dev.Name(), s.mtu.Bytes(), s.gidIndex, s.outReads)
+	testInfo(s.info(), c, s.dev.Name(), s.mtu.Bytes(), s.gidIndex, s.outReads)
 	err = s.sequence(ctx)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -203,6 +224,9 @@ func (s *side) setup() error {
 	var err error
 	s.buffSize = max(c.Size, s.cycle)
 	total := inc(s.buffSize, s.cacheLine)*2*c.NumQPs + s.cacheLine
+	if c.Conn == UD {
+		total += s.cacheLine // a UD receive starts 40 bytes early, for the GRH
+	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
 	}
@@ -246,7 +270,8 @@ func (s *side) qpInit() verbs.QPInitAttr {
 	if c.Test.Verb == Send {
 		recvWR = c.RxDepth
 	}
-	return verbs.QPInitAttr{Type: verbs.RC, SendCQ: s.scq, RecvCQ: s.rcq,
+	qt := map[ConnType]verbs.QPType{RC: verbs.RC, UC: verbs.UC, UD: verbs.UD}[c.Conn]
+	return verbs.QPInitAttr{Type: qt, SendCQ: s.scq, RecvCQ: s.rcq,
 		Cap: verbs.QPCap{MaxSendWR: c.TxDepth, MaxRecvWR: recvWR, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: c.Inline}}
 }
 
@@ -262,8 +287,13 @@ func (s *side) createQPs() error {
 			return err
 		}
 		s.qps = append(s.qps, qp)
-		if err := qp.Modify(&verbs.QPAttr{State: verbs.StateInit, PortNum: 1, AccessFlags: qpAccess},
-			verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+		attr := verbs.QPAttr{State: verbs.StateInit, PortNum: 1, AccessFlags: qpAccess}
+		mask := verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort | verbs.AttrAccessFlags
+		if s.cfg.Conn == UD {
+			attr.AccessFlags, attr.QKey = 0, defQKey
+			mask = mask&^verbs.AttrAccessFlags | verbs.AttrQKey
+		}
+		if err := qp.Modify(&attr, mask); err != nil {
 			return fmt.Errorf("QP to INIT: %w", err)
 		}
 	}
@@ -288,6 +318,9 @@ func (s *side) teardown() {
 	s.cmTeardown()
 	for _, qp := range s.qps {
 		qp.Destroy()
+	}
+	for _, ah := range s.ahs {
+		ah.Destroy()
 	}
 	if s.scq != nil {
 		s.scq.Destroy()
@@ -331,14 +364,14 @@ func (s *side) printKeys() error {
 		verb = Send // perftest prints the lines of its exchange QP's verb: no keys
 	}
 	for i := range s.my {
-		printDest(s.cfg.Out, "local", verb, &s.my[i])
+		printDest(s.info(), "local", verb, &s.my[i])
 	}
 	for i := range s.my {
 		d, err := s.conn.ExchangeDest(&s.my[i])
 		if err != nil {
 			return err
 		}
-		printDest(s.cfg.Out, "remote", verb, &d)
+		printDest(s.info(), "remote", verb, &d)
 	}
 	return nil
 }
@@ -350,8 +383,17 @@ func (s *side) connect() error {
 	if c.RDMACM {
 		return nil // rdma_cm connected the QPs
 	}
+	if c.Conn == UD {
+		return s.connectUD()
+	}
 	for i, qp := range s.qps {
 		r := &s.rem[i]
+		if c.Conn == UC {
+			if err := s.connectUC(qp, r, &s.my[i]); err != nil {
+				return err
+			}
+			continue
+		}
 		err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, PathMTU: s.mtu, DestQPN: r.QPN, RQPSN: r.PSN,
 			AH:              verbs.AHAttr{DGID: wire.GID(r.GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1},
 			MaxDestRdAtomic: min(int(s.my[i].OutReads), verbs.MaxQPRdAtom), MinRNRTimer: 12},
@@ -359,7 +401,7 @@ func (s *side) connect() error {
 		if err != nil {
 			return fmt.Errorf("QP %#x to RTR: %w", qp.QPN(), err)
 		}
-		if !c.Test.BW || !c.IsServer() {
+		if !c.Test.BW || !c.IsServer() || c.Duplex {
 			err = qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: s.my[i].PSN, Timeout: c.Timeout, RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: min(max(int(r.OutReads), 1), verbs.MaxQPRdAtom)},
 				verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
@@ -394,7 +436,7 @@ func (s *side) sizes() []int {
 // program for the test and role.
 func (s *side) sequence(ctx context.Context) error {
 	c := s.cfg
-	out := c.Out
+	out := s.info()
 	t := c.Test
 	sync0 := func() error { return s.conn.Sync(&s.my[0]) }
 	switch {
@@ -412,6 +454,9 @@ func (s *side) sequence(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprint(out, ResultLine+c.bwHeader())
+		if c.Duplex {
+			return s.duplexBW(ctx)
+		}
 		if c.IsServer() {
 			if err := sync0(); err != nil {
 				return err
@@ -420,7 +465,7 @@ func (s *side) sequence(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			printBW(out, r, c.Gbits)
+			s.printBW(r)
 			if err := s.conn.Finish(&s.my[0]); err != nil {
 				return err
 			}
@@ -434,7 +479,7 @@ func (s *side) sequence(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			printBW(out, r, c.Gbits)
+			s.printBW(r)
 			last = r
 		}
 		fmt.Fprint(out, ResultLine)
@@ -480,7 +525,7 @@ func (s *side) sequence(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			printBW(out, r, c.Gbits)
+			s.printBW(r)
 			if c.All {
 				if err := sync0(); err != nil {
 					return err
@@ -516,7 +561,7 @@ func (s *side) sequence(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			printLat(out, r)
+			s.printLat(r)
 		}
 		fmt.Fprint(out, ResultLine)
 		return s.conn.Finish(&s.my[0])
@@ -545,7 +590,7 @@ func (s *side) sequence(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				printLat(out, r)
+				s.printLat(r)
 			}
 			fmt.Fprint(out, ResultLine)
 			return nil
@@ -565,7 +610,7 @@ func (s *side) sequence(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			printLat(out, r)
+			s.printLat(r)
 		}
 		if err := s.conn.Finish(&s.my[0]); err != nil {
 			return err
@@ -580,5 +625,50 @@ func (s *side) printLatHeader() {
 	if s.cfg.Duration > 0 {
 		h = headerLatDur
 	}
-	fmt.Fprint(s.cfg.Out, ResultLine+h)
+	fmt.Fprint(s.info(), ResultLine+h)
+}
+
+// duplexBW is the -b run of write_bw, read_bw and atomic_bw after the
+// header: a sync, both sides' loops at once, the report exchange, and the
+// sum of both results on each side.
+func (s *side) duplexBW(ctx context.Context) error {
+	if err := s.conn.Sync(&s.my[0]); err != nil {
+		return err
+	}
+	mine, err := s.runBW(ctx, s.cfg.Size)
+	if err != nil {
+		return err
+	}
+	rem, err := s.conn.ExchangeBWReport(mine)
+	if err != nil {
+		return err
+	}
+	sum := mine
+	sum.BWPeak += rem.BWPeak
+	sum.BWAvg += rem.BWAvg
+	sum.MsgRate += rem.MsgRate
+	s.printBW(sum)
+	fmt.Fprint(s.info(), ResultLine)
+	return s.conn.Finish(&s.my[0])
+}
+
+// printBW prints a bw result line, or with --output its one number.
+func (s *side) printBW(r BWReport) {
+	switch s.cfg.Output {
+	case OutputBandwidth:
+		fmt.Fprintf(s.cfg.Out, "%f\n", r.BWAvg)
+	case OutputMsgRate:
+		fmt.Fprintf(s.cfg.Out, "%f\n", r.MsgRate)
+	default:
+		printBW(s.cfg.Out, r, s.cfg.Gbits)
+	}
+}
+
+// printLat prints a latency result line, or with --output the average.
+func (s *side) printLat(r LatReport) {
+	if s.cfg.Output == OutputLatency {
+		fmt.Fprintf(s.cfg.Out, "%f\n", r.Avg)
+		return
+	}
+	printLat(s.cfg.Out, r)
 }

@@ -106,6 +106,11 @@ type Config struct {
 	NumQP    int // SRQ
 	Events   bool
 	Check    bool
+	// Timestamps is ibv_rc_pingpong's -t: the CQ stamps completions with
+	// the device clock, and the run reports the smallest, largest and mean
+	// interval between consecutive receive completions, in device clock
+	// cycles (nanoseconds on softrdma). RC only.
+	Timestamps bool
 	// Timeout gives up when no client connects (server) or no completion
 	// arrives for this long (0: wait forever, as the C tools do).
 	Timeout time.Duration
@@ -117,6 +122,35 @@ type Result struct {
 	Bytes   int64
 	Iters   int
 	Elapsed time.Duration
+	// RecvTS are the receive completion intervals of a -t run.
+	RecvTS TSStats
+}
+
+// TSStats are the intervals between consecutive receive completions of a
+// -t run, in device clock cycles (ibv_rc_pingpong's ts_params).
+type TSStats struct {
+	Max, Min, Total uint64
+	N               int // intervals measured
+	prev            uint64
+	have            bool
+}
+
+// add takes the timestamp of a receive completion; mask is the clock's
+// range, for a clock that wraps between two completions.
+func (t *TSStats) add(ts, mask uint64) {
+	if t.have {
+		d := ts - t.prev
+		if ts < t.prev {
+			d = mask - t.prev + ts + 1
+		}
+		if t.N == 0 {
+			t.Min = d
+		}
+		t.Max, t.Min = max(t.Max, d), min(t.Min, d)
+		t.Total += d
+		t.N++
+	}
+	t.prev, t.have = ts, true
 }
 
 // ErrData is wrapped by the errors -c reports.
@@ -166,6 +200,9 @@ func (c *Config) check() error {
 	if c.TCPPort < 0 || c.TCPPort > 65535 {
 		return fmt.Errorf("%w: TCP port %d", tool.ErrUsage, c.TCPPort)
 	}
+	if c.Timestamps && c.Type != RC {
+		return fmt.Errorf("%w: completion timestamps (-t) are an option of the rc pingpong only", tool.ErrUsage)
+	}
 	if c.Size < 1 || c.RxDepth < 1 || c.Iters < 1 {
 		return fmt.Errorf("%w: size %d, rx depth %d and iters %d must be positive", tool.ErrUsage, c.Size, c.RxDepth, c.Iters)
 	}
@@ -214,7 +251,14 @@ func (r *run) setup() error {
 		return err
 	}
 	r.ch = dev.CreateCompChannel() // -e sleeps on it; polling does when idle
-	if r.cq, err = dev.CreateCQ(cfg.RxDepth+cfg.NumQP, r.ch); err != nil {
+	var cqAttr verbs.CQAttr
+	if cfg.Timestamps {
+		if dev.QueryDevice().CompletionTimestampMask == 0 {
+			return errors.New("the device isn't completion timestamp capable")
+		}
+		cqAttr.Timestamps = verbs.WCWithCompletionTimestamp
+	}
+	if r.cq, err = dev.CreateCQEx(cfg.RxDepth+cfg.NumQP, r.ch, cqAttr); err != nil {
 		return err
 	}
 	caps := verbs.QPCap{MaxSendWR: 1, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}
@@ -459,6 +503,8 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 	start := time.Now()
 	last := start
 	rcnt, scnt := 0, 0
+	var ts TSStats
+	mask := r.dev.QueryDevice().CompletionTimestampMask
 	for rcnt < cfg.Iters || scnt < cfg.Iters {
 		ne, err := r.poll(ctx, wcs, last)
 		if err != nil {
@@ -497,6 +543,9 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 					}
 				}
 				rcnt++
+				if cfg.Timestamps {
+					ts.add(wc.Timestamp, mask)
+				}
 			default:
 				return Result{}, fmt.Errorf("completion for unknown wr_id %d", wc.WRID)
 			}
@@ -510,10 +559,15 @@ func (r *run) loop(ctx context.Context) (Result, error) {
 		}
 	}
 	el := time.Since(start)
-	res := Result{Bytes: int64(cfg.Size) * int64(cfg.Iters) * 2, Iters: cfg.Iters, Elapsed: el}
+	res := Result{Bytes: int64(cfg.Size) * int64(cfg.Iters) * 2, Iters: cfg.Iters, Elapsed: el, RecvTS: ts}
 	usec := float64(el.Nanoseconds()) / 1e3
 	fmt.Fprintf(cfg.Out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", res.Bytes, usec/1e6, float64(res.Bytes)*8/usec)
 	fmt.Fprintf(cfg.Out, "%d iters in %.2f seconds = %.2f usec/iter\n", res.Iters, usec/1e6, usec/float64(res.Iters))
+	if cfg.Timestamps && ts.N > 0 {
+		fmt.Fprintf(cfg.Out, "Max receive completion clock cycles = %d\n", ts.Max)
+		fmt.Fprintf(cfg.Out, "Min receive completion clock cycles = %d\n", ts.Min)
+		fmt.Fprintf(cfg.Out, "Average receive completion clock cycles = %f\n", float64(ts.Total)/float64(ts.N))
+	}
 	return res, nil
 }
 
