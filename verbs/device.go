@@ -71,6 +71,9 @@ type DeviceAttr struct {
 	MaxMsgSize                     uint64
 	AtomicCap                      AtomicCap
 	LocalCAAckDelay                uint8
+	// DeviceCapFlagsEx holds the extended capabilities the device
+	// honours (FLUSH, ATOMIC_WRITE: flush.go).
+	DeviceCapFlagsEx DeviceCap
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -358,6 +361,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
+		DeviceCapFlagsEx: deviceCaps,
 	}
 }
 

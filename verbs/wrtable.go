@@ -51,6 +51,9 @@ var wrTable = [...]wrInfo{
 	WRRDMARead:          {"RDMA_READ", classRead, false, typesOf(RC), WCRDMARead, wire.OpReadRequest},
 	WRAtomicCmpAndSwp:   {"ATOMIC_CMP_AND_SWP", classAtomic, false, typesOf(RC), WCCompSwap, wire.OpCompareSwap},
 	WRAtomicFetchAndAdd: {"ATOMIC_FETCH_AND_ADD", classAtomic, false, typesOf(RC), WCFetchAdd, wire.OpFetchAdd},
+	// FLUSH and ATOMIC_WRITE: READs of no bytes to the core (flush.go).
+	WRFlush:       {"FLUSH", classRead, false, typesOf(RC), WCFlush, wire.OpFlush},
+	WRAtomicWrite: {"ATOMIC_WRITE", classRead, false, typesOf(RC), WCAtomicWrite, wire.OpAtomicWrite},
 }
 
 // wrInfoOf returns the opcode's entry, or nil for an unknown opcode.
