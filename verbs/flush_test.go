@@ -133,6 +133,17 @@ func TestA19UDP(t *testing.T) {
 			p.connect(pairOpts{timeout: 14})
 			runA19(t, p)
 			t.Run("file", func(t *testing.T) { runFlushFile(t, p) })
+			// Last, as it breaks the connection: a rule over UDP.
+			t.Run("misaligned", func(t *testing.T) {
+				mb := p.reg(p.pb, 64)
+				post(t, p.qa, atomicWR(9, mb, 4, 1))
+				checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 9, RemInvReqErr, WCAtomicWrite)
+				expectState(t, p.qa, StateErr)
+				expectState(t, p.qb, StateErr)
+				if word(mb.Buf(), 0) != 0 || word(mb.Buf(), 8) != 0 {
+					t.Error("a misaligned ATOMIC_WRITE changed memory")
+				}
+			})
 		})
 	}
 }
