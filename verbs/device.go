@@ -79,6 +79,9 @@ type DeviceAttr struct {
 	// of WC.Timestamp (ibv_device_attr_ex); see CreateCQEx.
 	CompletionTimestampMask uint64
 	HCACoreClock            uint64
+	// DeviceCapFlagsEx holds the extended capabilities the device
+	// honours (FLUSH, ATOMIC_WRITE: flush.go).
+	DeviceCapFlagsEx DeviceCap
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -369,6 +372,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
 		MaxMW: MaxMW, DeviceCapFlags: DeviceMemWindow | DeviceMemMgtExtensions | DeviceMemWindowType2B,
 		CompletionTimestampMask: CompletionTimestampMask, HCACoreClock: HCACoreClockKHz,
+		DeviceCapFlagsEx: deviceCaps,
 	}
 }
 

@@ -28,6 +28,8 @@ func (qp *QP) duplicateLocked(pkt wire.Packet) {
 		qp.dev.stats.RxDuplicateDropped.Add(1)
 	case info.Is(wire.FlagSend) || info.Is(wire.FlagWrite):
 		qp.ackLaterLocked(qp.resp.psn.Add(-1))
+	case info.Is(wire.FlagFlush) || info.Is(wire.FlagAtomicWrite):
+		qp.duplicateA19Locked(pkt) // flush.go
 	default:
 		qp.dev.stats.RxDuplicateDropped.Add(1)
 	}

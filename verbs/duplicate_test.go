@@ -341,20 +341,32 @@ func FuzzStaleRequests(f *testing.F) {
 		SendWR{ID: 2, Opcode: WRAtomicFetchAndAdd, Flags: SendSignaled, SGL: []SGE{ma.SGE(8192, 8)},
 			RemoteAddr: mb.Addr() + 60*1024, RKey: mb.RKey(), CompareAdd: 1})
 	waitWC(f, p.ca, 2, waitFor)
+	// And an ATOMIC_WRITE and a FLUSH (flush.go).
+	awValue := AtomicWriteValue(0x5A5A_1234_8765_A5A5)
+	post(f, p.qa, SendWR{ID: 3, Opcode: WRAtomicWrite, Flags: SendSignaled, Inline: awValue, RemoteAddr: mb.Addr() + 62*1024, RKey: mb.RKey()},
+		SendWR{ID: 4, Opcode: WRFlush, Flags: SendSignaled, RemoteAddr: mb.Addr(), RKey: mb.RKey(),
+			Flush: FlushSpec{Len: 4096, Type: FlushGlobal}})
+	waitWC(f, p.ca, 2, waitFor)
+	pattern := bytes.Clone(mb.Buf()[:60*1024])
 	p.qb.mu.Lock()
 	res := append([]rdRes(nil), p.qb.resp.res...)
 	p.qb.mu.Unlock()
-	var readRes, atomicRes rdRes
+	var readRes, atomicRes, awRes, flushRes rdRes
 	for _, r := range res {
 		switch r.kind {
 		case resRead:
 			readRes = r
 		case resAtomic:
 			atomicRes = r
+		case resAtomicWrite:
+			awRes = r
+		case resFlush:
+			flushRes = r
 		}
 	}
 	ops := []wire.Opcode{wire.RCReadRequest, wire.RCFetchAdd, wire.RCCompareSwap, wire.RCSendOnly,
-		wire.RCSendFirst, wire.RCSendMiddle, wire.RCWriteOnly, wire.RCWriteFirst, wire.RCSendOnlyInv}
+		wire.RCSendFirst, wire.RCSendMiddle, wire.RCWriteOnly, wire.RCWriteFirst, wire.RCSendOnlyInv,
+		wire.RCAtomicWrite, wire.RCFlush}
 	id := uint64(10)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for len(data) >= 8 {
@@ -365,12 +377,17 @@ func FuzzStaleRequests(f *testing.F) {
 			p.qb.mu.Unlock()
 			var h wire.Headers
 			h.BTH = wire.BTHFields{Opcode: ops[int(c[0])%len(ops)], PKey: wire.DefaultPKey, DestQP: p.qb.qpn, AckReq: c[1]&1 != 0}
-			// A PSN inside the executed READ's or atomic's, or any behind.
-			switch c[2] % 3 {
+			// A PSN inside the executed READ's, atomic's, ATOMIC_WRITE's
+			// or FLUSH's, or any behind.
+			switch c[2] % 5 {
 			case 0:
 				h.BTH.PSN = readRes.psn.Add(int(c[1]) % 6)
 			case 1:
 				h.BTH.PSN = atomicRes.psn.Add(int(c[1])%3 - 1)
+			case 2:
+				h.BTH.PSN = awRes.psn.Add(int(c[1])%3 - 1)
+			case 3:
+				h.BTH.PSN = flushRes.psn.Add(int(c[1])%3 - 1)
 			default:
 				h.BTH.PSN = expected.Add(-1 - int(c[1]))
 			}
@@ -391,9 +408,16 @@ func FuzzStaleRequests(f *testing.F) {
 			case info.Has(wire.HdrRETH):
 				h.RETH = wire.RETHFields{VA: va, RKey: rkey, DMALen: uint32(n)}
 			}
+			if c[3]&8 != 0 && info.Is(wire.FlagAtomicWrite) {
+				h.RETH.VA = mb.Addr() + 62*1024 // the executed one's target
+			}
+			h.FETH = wire.FETHFields{Selectivity: c[6] >> 4 & 3, PlacementType: c[6] & 0xF}
 			payload := 0
 			if info.Has(wire.HdrPayload) && !info.Is(wire.FlagRead) {
 				payload = min(n, 1024)
+			}
+			if info.FixedPayload >= 0 {
+				payload = info.FixedPayload
 			}
 			pk := link.Get()
 			hl, err := wire.WriteHeaders(pk.Buf, &h, payload)
@@ -403,6 +427,9 @@ func FuzzStaleRequests(f *testing.F) {
 			}
 			end := hl + payload + wire.PadFor(payload)
 			clear(pk.Buf[hl:end])
+			if info.Is(wire.FlagAtomicWrite) {
+				copy(pk.Buf[hl:], "stale!!!") // never to be stored
+			}
 			pk.N = end + wire.ICRCLen
 			pk.Src, pk.Dst = netipAddrPort(p.qa.src), p.qa.dst
 			p.db.receive([]*link.Packet{pk})
@@ -428,6 +455,10 @@ func FuzzStaleRequests(f *testing.F) {
 		}
 		if bytes.Contains(ma.Buf(), bytes.Repeat([]byte{0xC5}, 8)) {
 			t.Fatal("another MR's memory reached the requester")
+		}
+		// No stale WRITE or ATOMIC_WRITE was executed.
+		if !bytes.Equal(mb.Buf()[:60*1024], pattern) || !bytes.Equal(mb.Buf()[62*1024:62*1024+8], awValue) {
+			t.Fatal("a stale request changed the responder's memory")
 		}
 		expectState(t, p.qa, StateRTS)
 		expectNoEvent(t, p.da)

@@ -102,11 +102,17 @@ const (
 	AccessRemoteWrite  Access = 1 << 1 // IBV_ACCESS_REMOTE_WRITE
 	AccessRemoteRead   Access = 1 << 2 // IBV_ACCESS_REMOTE_READ
 	AccessRemoteAtomic Access = 1 << 3 // IBV_ACCESS_REMOTE_ATOMIC
+
+	// FLUSH (flush.go): a region, and a QP, allow FLUSHes of the
+	// placement types they have.
+	AccessFlushGlobal     Access = 1 << 8 // IBV_ACCESS_FLUSH_GLOBAL
+	AccessFlushPersistent Access = 1 << 9 // IBV_ACCESS_FLUSH_PERSISTENT
 )
 
 // The memory table takes the flags as they are: a compile-time check.
 var _ = [1]struct{}{}[AccessLocalWrite^Access(mem.LocalWrite)|AccessRemoteWrite^Access(mem.RemoteWrite)|
-	AccessRemoteRead^Access(mem.RemoteRead)|AccessRemoteAtomic^Access(mem.RemoteAtomic)]
+	AccessRemoteRead^Access(mem.RemoteRead)|AccessRemoteAtomic^Access(mem.RemoteAtomic)|
+	AccessFlushGlobal^Access(mem.FlushGlobal)|AccessFlushPersistent^Access(mem.FlushPersistent)]
 
 // String lists the flags as libibverbs names them, for example
 // "LOCAL_WRITE|REMOTE_READ".
@@ -124,6 +130,10 @@ const (
 	WRRDMARead          WROpcode = 4
 	WRAtomicCmpAndSwp   WROpcode = 5
 	WRAtomicFetchAndAdd WROpcode = 6
+
+	// IBTA 1.5 (Annex A19), RC only: see flush.go.
+	WRFlush       WROpcode = 14 // IBV_WR_FLUSH
+	WRAtomicWrite WROpcode = 15 // IBV_WR_ATOMIC_WRITE
 )
 
 func (o WROpcode) String() string {
@@ -154,12 +164,15 @@ const (
 	WCRDMARead        WCOpcode = 2
 	WCCompSwap        WCOpcode = 3
 	WCFetchAdd        WCOpcode = 4
+	WCFlush           WCOpcode = 8
+	WCAtomicWrite     WCOpcode = 9
 	WCRecv            WCOpcode = 128
 	WCRecvRDMAWithImm WCOpcode = 129
 )
 
 var wcNames = map[WCOpcode]string{WCSend: "SEND", WCRDMAWrite: "RDMA_WRITE", WCRDMARead: "RDMA_READ",
-	WCCompSwap: "COMP_SWAP", WCFetchAdd: "FETCH_ADD", WCRecv: "RECV", WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM"}
+	WCCompSwap: "COMP_SWAP", WCFetchAdd: "FETCH_ADD", WCRecv: "RECV", WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
+	WCFlush: "FLUSH", WCAtomicWrite: "ATOMIC_WRITE"}
 
 func (o WCOpcode) String() string {
 	if s, ok := wcNames[o]; ok {

@@ -143,7 +143,7 @@ func (p *pair) connect(o pairOpts) {
 func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn wire.PSN) {
 	t, o := p.t, p.opts
 	t.Helper()
-	access := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	access := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessFlushGlobal
 	a := QPAttr{State: StateInit, PKeyIndex: 0, PortNum: 1, AccessFlags: access, QKey: 0x11111111}
 	mask := AttrState | AttrPKeyIndex | AttrPort
 	if o.typ == UD {
@@ -181,7 +181,7 @@ func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn wire.PSN) 
 
 func (p *pair) reg(pd *PD, n int) *MR {
 	p.t.Helper()
-	mr, err := pd.RegMR(make([]byte, n), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	mr, err := pd.RegMR(make([]byte, n), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic|AccessFlushGlobal)
 	if err != nil {
 		p.t.Fatal(err)
 	}

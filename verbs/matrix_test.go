@@ -865,6 +865,8 @@ func TestHotPathAllocs(t *testing.T) {
 					wrs = append(wrs, SendWR{ID: uint64(nSend + i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{ma.SGE(65536+i*4096, 3000)},
 						RemoteAddr: mb.Addr() + 65536 + uint64(i*4096), RKey: mb.RKey()})
 				}
+				// FLUSH and ATOMIC_WRITE (flush.go) on the hot path too.
+				wrs = append(wrs, atomicWR(100, mb, 8, 5), flushWR(101, mb, 65536, 4096, FlushGlobal, FlushRange))
 				wc := make([]WC, 32)
 				var failed string
 				round := func() {

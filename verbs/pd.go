@@ -84,7 +84,7 @@ type MR struct {
 // buf must stay reachable and must not be resliced by the caller's
 // expectations while registered: the device reads and writes it directly.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
-	return pd.regMR(buf, access, false)
+	return pd.regMR(buf, access, false, nil)
 }
 
 // AllocMR allocates n bytes of page-aligned memory outside the Go heap and
@@ -97,14 +97,16 @@ func (pd *PD) AllocMR(n int, access Access) (*MR, error) {
 	if err != nil {
 		return nil, errf(ErrLimit, "allocating %d bytes: %v", n, err)
 	}
-	mr, err := pd.regMR(buf, access, true)
+	mr, err := pd.regMR(buf, access, true, nil)
 	if err != nil {
 		_ = mem.Free(buf)
 	}
 	return mr, err
 }
 
-func (pd *PD) regMR(buf []byte, access Access, devMem bool) (*MR, error) {
+// regMR registers buf; devMem says Dereg unmaps it (AllocMR, RegFile), and
+// persist, if not nil, makes a part of it persistent (RegFile).
+func (pd *PD) regMR(buf []byte, access Access, devMem bool, persist func([]byte) error) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, errf(ErrInvalid, "empty buffer")
 	}
@@ -120,7 +122,7 @@ func (pd *PD) regMR(buf []byte, access Access, devMem bool) (*MR, error) {
 	}
 	d.nMR++
 	d.mu.Unlock()
-	m, err := d.mrs.Register(pd.id, buf, 0, true, mem.Access(access))
+	m, err := d.mrs.RegisterPersist(pd.id, buf, 0, true, mem.Access(access), persist)
 	if err != nil {
 		d.mu.Lock()
 		d.nMR--

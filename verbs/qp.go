@@ -508,7 +508,7 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	if mask&AttrRNRRetry != 0 && attr.RNRRetry > 7 {
 		return errf(ErrInvalid, "rnr_retry %d", attr.RNRRetry)
 	}
-	if mask&AttrAccessFlags != 0 && attr.AccessFlags&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic) != 0 {
+	if mask&AttrAccessFlags != 0 && attr.AccessFlags&^(AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic|AccessFlushGlobal|AccessFlushPersistent) != 0 {
 		return errf(ErrInvalid, "QP access flags %#x", uint32(attr.AccessFlags))
 	}
 	if mask&AttrCap != 0 {

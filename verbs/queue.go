@@ -34,6 +34,10 @@ type SendWR struct {
 	// (FETCH_AND_ADD); Swap is the swap value.
 	CompareAdd uint64
 	Swap       uint64
+	// FLUSH: what to flush at RemoteAddr (flush.go). ATOMIC_WRITE takes
+	// its 8 bytes from Inline (see AtomicWriteValue) or from one 8-byte
+	// SGE, copied when it is posted.
+	Flush FlushSpec
 	// UD: the destination.
 	AH         *AH
 	RemoteQPN  wire.QPN
@@ -69,6 +73,8 @@ type swqe struct {
 	rkey     wire.RKey
 	cmpAdd   uint64
 	swap     uint64
+	flush    FlushSpec // FLUSH
+	aw       [8]byte   // ATOMIC_WRITE's data
 	src      netip.Addr
 	dst      netip.AddrPort
 	rqpn     wire.QPN

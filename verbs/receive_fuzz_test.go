@@ -24,6 +24,8 @@ func FuzzReceive(f *testing.F) {
 		byte(wire.RCWriteLast), 0, 1, 1, 0, 16, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{byte(wire.RCAcknowledge), 0, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x60, 0, 0, 0, 0,
 		byte(wire.RCReadResponseFirst), 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{byte(wire.RCAtomicWrite), 0, 0, 1, 0, 8, 0, 0, 8, 0, 8, 0, 0, 0, 0, 0,
+		byte(wire.RCFlush), 0, 1, 1, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 1, 0})
 	f.Add([]byte{byte(wire.UCSendOnly), 1, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 		byte(wire.UDSendOnly), 2, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0x11, 0x11, 0x11, 0x11})
 	// SEND_WITH_INV of the type 2 window's key, then of the type 1's; a
@@ -137,6 +139,7 @@ func receivePackets(t *testing.T, da, db *Device, data []byte) {
 		h.AETH = wire.AETHFields{Syndrome: wire.Syndrome(c[11]), MSN: wire.MSN(c[15])}
 		h.DETH = wire.DETHFields{QKey: wire.QKey(binary.BigEndian.Uint32(c[12:])), SrcQP: ud.qa.qpn}
 		h.Imm, h.AtomicAck, h.InvRKey = binary.BigEndian.Uint32(c[12:]), uint64(c[13]), rkey
+		h.FETH = wire.FETHFields{Selectivity: c[13] & 3, PlacementType: c[14] & 0xF}
 		pk := link.Get()
 		hl, err := wire.WriteHeaders(pk.Buf, &h, n)
 		if err != nil {

@@ -182,10 +182,13 @@ func (qp *QP) handleRCLocked(pkt wire.Packet) {
 		qp.rcReadLocked(pkt)
 	case info.Is(wire.FlagAtomic):
 		qp.rcAtomicLocked(pkt)
+	case info.Is(wire.FlagAtomicWrite):
+		qp.rcAtomicWriteLocked(pkt) // flush.go
+	case info.Is(wire.FlagFlush):
+		qp.rcFlushLocked(pkt) // flush.go
 	default:
-		// FLUSH and ATOMIC_WRITE are not supported (the device does not
-		// advertise them): an invalid request, as rxe answers opcodes it
-		// does not implement.
+		// An opcode the responder does not implement: an invalid
+		// request, as rxe answers one.
 		qp.responderErrorLocked(psn, wire.NAKInvalidReq, LocQPOpErr, EventQPReqErr)
 	}
 }

@@ -84,6 +84,9 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 	if err := qp.checkLocalWR(wr); err != nil {
 		return err
 	}
+	if isA19(wr.Opcode) {
+		return qp.checkA19Locked(wr)
+	}
 	if qp.typ == UD {
 		if wr.AH == nil || wr.AH.dead.Load() {
 			return errf(ErrInvalid, "UD send without a valid address handle")
@@ -122,6 +125,9 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
 	w.signaled = qp.sqSigAll || wr.Flags&SendSignaled != 0
 	w.length = int(sglLen(wr.SGL))
+	if isA19(wr.Opcode) {
+		return qp.enqueueA19Locked(w, wr)
+	}
 	if wr.Inline != nil {
 		w.isInline = true
 		w.flags |= SendInline
@@ -218,6 +224,10 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 			h.Atomic.SwapAdd, h.Atomic.Compare = w.swap, w.cmpAdd
 		}
 	}
+	var a19 []byte
+	if isA19(w.op) {
+		a19 = a19RequestLocked(w, &h)
+	}
 	h.Imm = w.imm
 	if qp.typ == UD {
 		h.BTH.DestQP = w.rqpn
@@ -231,6 +241,9 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 		h.BTH.Solicited = true
 	}
 	off, n := rp.Off, rp.N
+	if a19 != nil {
+		n = len(a19)
+	}
 	p := link.Get()
 	hl, err := wire.WriteHeaders(p.Buf, &h, n)
 	if err != nil {
@@ -240,9 +253,12 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	}
 	if n > 0 {
 		var gerr error
-		if w.isInline {
+		switch {
+		case a19 != nil:
+			copy(p.Buf[hl:hl+n], a19)
+		case w.isInline:
 			copy(p.Buf[hl:hl+n], w.inline[off:off+n])
-		} else {
+		default:
 			gerr = qp.dev.mrs.Gather(p.Buf[hl:hl+n], qp.pd.id, w.sgl, off)
 		}
 		if gerr != nil {

@@ -57,6 +57,9 @@ var wrTable = [...]wrInfo{
 	WRLocalInv:    {"LOCAL_INV", classLocal, false, typesOf(RC, UC), WCLocalInv, 0},
 	WRBindMW:      {"BIND_MW", classLocal, false, typesOf(RC, UC), WCBindMW, 0},
 	WRSendWithInv: {"SEND_WITH_INV", classSend, false, typesOf(RC), WCSend, wire.OpSendFirst},
+	// FLUSH and ATOMIC_WRITE: READs of no bytes to the core (flush.go).
+	WRFlush:       {"FLUSH", classRead, false, typesOf(RC), WCFlush, wire.OpFlush},
+	WRAtomicWrite: {"ATOMIC_WRITE", classRead, false, typesOf(RC), WCAtomicWrite, wire.OpAtomicWrite},
 }
 
 // wrInfoOf returns the opcode's entry, or nil for an unknown opcode.

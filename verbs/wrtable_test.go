@@ -32,9 +32,17 @@ func TestWRTable(t *testing.T) {
 		WRSendWithInv: {true, false, false, WCSend, false, wire.RCSendOnlyInv, wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastInv},
 		WRLocalInv:    {true, true, false, WCLocalInv, false, 0, 0, 0, 0},
 		WRBindMW:      {true, true, false, WCBindMW, false, 0, 0, 0, 0},
+		WRFlush:       {true, false, false, WCFlush, true, wire.RCFlush, wire.RCFlush, wire.RCFlush, wire.RCFlush},
+		WRAtomicWrite: {true, false, false, WCAtomicWrite, true, wire.RCAtomicWrite, wire.RCAtomicWrite, wire.RCAtomicWrite, wire.RCAtomicWrite},
 	}
-	if len(cases) != len(wrTable) {
-		t.Fatalf("table has %d opcodes, test %d", len(wrTable), len(cases))
+	defined := 0
+	for op := range WROpcode(len(wrTable)) {
+		if wrInfoOf(op) != nil {
+			defined++
+		}
+	}
+	if len(cases) != defined {
+		t.Fatalf("table has %d opcodes, test %d", defined, len(cases))
 	}
 	for op, w := range cases {
 		i := wrInfoOf(op)

@@ -22,11 +22,17 @@ const (
 	ZeroBased       Access = 1 << 5  // IBV_ACCESS_ZERO_BASED
 	OnDemand        Access = 1 << 6  // IBV_ACCESS_ON_DEMAND (accepted, no effect)
 	HugeTLB         Access = 1 << 7  // IBV_ACCESS_HUGETLB (accepted, no effect)
+	FlushGlobal     Access = 1 << 8  // IBV_ACCESS_FLUSH_GLOBAL
+	FlushPersistent Access = 1 << 9  // IBV_ACCESS_FLUSH_PERSISTENT (needs a Persist hook)
 	RelaxedOrdering Access = 1 << 20 // IBV_ACCESS_RELAXED_ORDERING (accepted, no effect)
 
 	// RemoteAccess is the union of the flags that give a peer access and
 	// so make the region's RKey valid.
 	RemoteAccess = RemoteWrite | RemoteRead | RemoteAtomic
+
+	// FlushAccess is the union of the FLUSH flags; a region with one of
+	// them has a valid RKey too, since a FLUSH names it by R_Key.
+	FlushAccess = FlushGlobal | FlushPersistent
 
 	// OptionalAccess is libibverbs' IBV_ACCESS_OPTIONAL_RANGE, bits 20-29:
 	// hints a provider may ignore. Register accepts them all.
@@ -34,7 +40,7 @@ const (
 )
 
 // knownAccess is every flag Register accepts.
-const knownAccess = LocalWrite | RemoteAccess | MWBind | ZeroBased | OnDemand | HugeTLB | OptionalAccess
+const knownAccess = LocalWrite | RemoteAccess | MWBind | ZeroBased | OnDemand | HugeTLB | FlushAccess | OptionalAccess
 
 var accessNames = [...]struct {
 	a    Access
@@ -48,6 +54,8 @@ var accessNames = [...]struct {
 	{ZeroBased, "ZeroBased"},
 	{OnDemand, "OnDemand"},
 	{HugeTLB, "HugeTLB"},
+	{FlushGlobal, "FlushGlobal"},
+	{FlushPersistent, "FlushPersistent"},
 	{RelaxedOrdering, "RelaxedOrdering"},
 }
 

@@ -39,6 +39,10 @@ type MR struct {
 	RKey wire.RKey
 	// Access is the set of rights granted at registration.
 	Access Access
+	// Persist, if not nil, makes a part of Buf persistent (for a file
+	// mapping, msync); a region with FlushPersistent access has one. A
+	// FLUSH with persistent placement calls it (see Table.Flush).
+	Persist func(b []byte) error
 
 	// state counts references taken with Acquire in its low bits; the dead
 	// bit is set, with no references left, by Deregister (for a memory
@@ -158,8 +162,19 @@ func (t *Table) Len() int { return int(t.n.Load()) }
 // RemoteAtomic without LocalWrite, or if [VA, VA+len(buf)) would wrap.
 // A zero-length buf is allowed; no non-empty range is ever inside it.
 func (t *Table) Register(pd PD, buf []byte, va uint64, useRealVA bool, access Access) (*MR, error) {
+	return t.RegisterPersist(pd, buf, va, useRealVA, access, nil)
+}
+
+// RegisterPersist is Register for memory that can be made persistent:
+// persist makes a part of buf persistent (see MR.Persist). FlushPersistent
+// access needs one: Register, whose memory cannot be, refuses that flag with
+// ErrInvalid, as Linux rxe refuses it for memory that is not pmem.
+func (t *Table) RegisterPersist(pd PD, buf []byte, va uint64, useRealVA bool, access Access, persist func([]byte) error) (*MR, error) {
 	if err := access.validate(); err != nil {
 		return nil, err
+	}
+	if access&FlushPersistent != 0 && persist == nil {
+		return nil, fmt.Errorf("%w: access %v: the memory cannot be made persistent", ErrInvalid, access)
 	}
 	switch {
 	case access&ZeroBased != 0:
@@ -173,13 +188,13 @@ func (t *Table) Register(pd PD, buf []byte, va uint64, useRealVA bool, access Ac
 	if va+n < va {
 		return nil, fmt.Errorf("%w: VA %#x + length %d wraps", ErrInvalid, va, n)
 	}
-	mr := &MR{PD: pd, Buf: buf, VA: va, Length: n, Access: access}
+	mr := &MR{PD: pd, Buf: buf, VA: va, Length: n, Access: access, Persist: persist}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	key := t.newKeyLocked()
 	mr.LKey = wire.LKey(key)
-	if access&RemoteAccess != 0 {
+	if access&(RemoteAccess|FlushAccess) != 0 {
 		mr.RKey = wire.RKey(key)
 	}
 	shard := &t.shards[key&shardMask]

@@ -32,7 +32,8 @@ func TestAccessString(t *testing.T) {
 		{LocalWrite | RemoteRead, "LocalWrite|RemoteRead"},
 		{rw | MWBind | ZeroBased, "LocalWrite|RemoteWrite|RemoteRead|RemoteAtomic|MWBind|ZeroBased"},
 		{OnDemand | HugeTLB | RelaxedOrdering, "OnDemand|HugeTLB|RelaxedOrdering"},
-		{RemoteRead | 1<<8, "RemoteRead|0x100"},
+		{RemoteRead | FlushGlobal | FlushPersistent, "RemoteRead|FlushGlobal|FlushPersistent"},
+		{RemoteRead | 1<<10, "RemoteRead|0x400"},
 		{1 << 31, "0x80000000"},
 	} {
 		if got := tc.a.String(); got != tc.want {
@@ -41,7 +42,8 @@ func TestAccessString(t *testing.T) {
 	}
 	// The values are libibverbs' enum ibv_access_flags.
 	if LocalWrite != 1 || RemoteWrite != 2 || RemoteRead != 4 || RemoteAtomic != 8 ||
-		MWBind != 16 || ZeroBased != 32 || OnDemand != 64 || HugeTLB != 128 || RelaxedOrdering != 1<<20 {
+		MWBind != 16 || ZeroBased != 32 || OnDemand != 64 || HugeTLB != 128 || RelaxedOrdering != 1<<20 ||
+		FlushGlobal != 256 || FlushPersistent != 512 {
 		t.Error("access flag values differ from ibv_access_flags")
 	}
 	if OptionalAccess != 0x3ff00000 {
@@ -66,7 +68,10 @@ func TestRegisterAccessValidation(t *testing.T) {
 		{RemoteWrite, false},
 		{RemoteAtomic, false},
 		{RemoteRead | RemoteWrite, false},
-		{LocalWrite | 1<<8, false}, // IBV_ACCESS_FLUSH_GLOBAL: not supported
+		{LocalWrite | FlushGlobal, true},
+		{FlushGlobal, true},                   // FLUSH needs no local write
+		{LocalWrite | FlushPersistent, false}, // not without a Persist hook
+		{LocalWrite | 1<<10, false},
 		{LocalWrite | 1<<31, false},
 	} {
 		mr, err := tb.Register(1, buf, 0, true, tc.a)
@@ -80,7 +85,7 @@ func TestRegisterAccessValidation(t *testing.T) {
 			if mr.Access != tc.a {
 				t.Errorf("mr.Access = %v, want %v", mr.Access, tc.a)
 			}
-			if (tc.a&RemoteAccess != 0) != (mr.RKey != 0) {
+			if (tc.a&(RemoteAccess|FlushAccess) != 0) != (mr.RKey != 0) {
 				t.Errorf("Register(%v): RKey = %#x", tc.a, mr.RKey)
 			}
 			if mr.RKey != 0 && uint32(mr.RKey) != uint32(mr.LKey) {

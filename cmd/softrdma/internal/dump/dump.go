@@ -169,6 +169,9 @@ func Format(w io.Writer, t time.Duration, r *Record) error {
 	if k := bth.PKey(); k != wire.DefaultPKey {
 		fmt.Fprintf(&b, " pkey %s", k)
 	}
+	if h := p.FETH(); h != nil {
+		fmt.Fprintf(&b, " feth[sel %d type %d]", h.Selectivity(), h.PlacementType())
+	}
 	if h := p.RETH(); h != nil {
 		fmt.Fprintf(&b, " reth[va 0x%x rkey 0x%08x len %d]", h.VA(), uint32(h.RKey()), h.DMALen())
 	}

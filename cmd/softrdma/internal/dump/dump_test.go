@@ -126,6 +126,35 @@ func TestDecodeLinkTypes(t *testing.T) {
 	}
 }
 
+// A FLUSH shows its FETH (selectivity and placement type) before its RETH.
+func TestFormatFlush(t *testing.T) {
+	h := &wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCFlush, PKey: wire.DefaultPKey, DestQP: 0x11, PSN: 9, AckReq: true},
+		FETH: wire.FETHFields{Selectivity: 1, PlacementType: 2}, RETH: wire.RETHFields{VA: 0x1000, RKey: 0xabc, DMALen: 64}}
+	buf := make([]byte, 256)
+	n, err := wire.Build(buf, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := mustAP("192.0.2.1:50000"), mustAP("192.0.2.2:4791")
+	wire.Seal(&wire.Framing{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port(), IPv4Frag: wire.IPv4DontFragment}, buf[:n])
+	ip, err := pcap.Frame(src, dst, buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := dump.Decode(layers.LinkTypeRaw, ip, wire.UDPPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := dump.Format(&b, 0, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := "   0.000000 192.0.2.1:50000 > 192.0.2.2:4791 RC FLUSH qpn 0x000011 psn 0x000009 ackreq feth[sel 1 type 2] reth[va 0x1000 rkey 0x00000abc len 64] payload 0 icrc ok\n"
+	if b.String() != want {
+		t.Errorf("\n got %q\nwant %q", b.String(), want)
+	}
+}
+
 func mustAP(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
 // Every prefix of a RoCEv2 frame is an error (the IP lengths no longer fit)
