@@ -68,9 +68,13 @@ type DeviceAttr struct {
 	MaxSRQ, MaxSRQWR, MaxSRQSGE    int
 	MaxAH, MaxPKeys, PhysPortCount int
 	MaxInlineData                  int
-	MaxMsgSize                     uint64
-	AtomicCap                      AtomicCap
-	LocalCAAckDelay                uint8
+	// Multicast limits (MaxMcastGrp, MaxMcastQPAttach,
+	// MaxTotalMcastQPAttach).
+	MaxMcastGrp, MaxMcastQPAttach int
+	MaxTotalMcastQPAttach         int
+	MaxMsgSize                    uint64
+	AtomicCap                     AtomicCap
+	LocalCAAckDelay               uint8
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -206,6 +210,8 @@ type Device struct {
 	portMu   sync.Mutex  // orders state changes with their events
 
 	cnt hwCounters // the device's events under rxe's names (Counters)
+
+	mcast mcastTable // multicast groups (mcast.go)
 }
 
 // DeviceStats counts what the device's receive path dropped, and some of
@@ -238,6 +244,9 @@ type DeviceStats struct {
 	// requesters: each sent the oldest unacknowledged packets again and
 	// used one of its retry_cnt (rxe's completer_retry_err).
 	TxRetryTimeouts atomic.Uint64
+	// RxMcastNoGroup counts packets to a multicast group (destination QP
+	// 0xFFFFFF) with no QP of the device attached.
+	RxMcastNoGroup atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).
@@ -358,6 +367,8 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
+		MaxMcastGrp: MaxMcastGrp, MaxMcastQPAttach: MaxMcastQPAttach,
+		MaxTotalMcastQPAttach: MaxTotalMcastQPAttach,
 	}
 }
 

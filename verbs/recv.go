@@ -33,13 +33,18 @@ func (d *Device) receive(batch []*link.Packet) {
 }
 
 func (d *Device) receiveChunk(batch []*link.Packet) {
-	var items [rxChunk]rxItem
-	n := 0
+	var items, mc [rxChunk]rxItem
+	n, nmc := 0, 0
 	for _, p := range batch {
 		pkt, err := wire.Parse(p.Data())
 		if err != nil {
 			d.stats.RxMalformed.Add(1)
 			d.log.Debug("dropping malformed packet", "from", p.Src, "err", err)
+			continue
+		}
+		if pkt.BTH().DestQP() == wire.QPMulticast {
+			mc[nmc] = rxItem{pkt: pkt, p: p}
+			nmc++
 			continue
 		}
 		qp := d.lookupQP(pkt.BTH().DestQP())
@@ -68,6 +73,9 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 		}
 		qp.sendPendingAckLocked()
 		g.unlock(qp)
+	}
+	for i := range nmc {
+		d.receiveMcast(g, mc[i].pkt, mc[i].p)
 	}
 }
 
