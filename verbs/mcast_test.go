@@ -149,7 +149,7 @@ func TestMcastLoop(t *testing.T) { testMcastDelivery(t, mcastDevicesLoop(t), "23
 func TestMcastLoopIPv6(t *testing.T) {
 	testMcastDelivery(t, mcastDevicesLoopWith(t, "fd00::%d", nil), "ff0e::4791")
 }
-func TestMcastUDP(t *testing.T)  { testMcastDelivery(t, mcastDevicesUDP(t), "239.255.47.91") }
+func TestMcastUDP(t *testing.T) { testMcastDelivery(t, mcastDevicesUDP(t), "239.255.47.91") }
 
 // testMcastDelivery sends from device 0 to a group two QPs of device 1 and
 // one of device 2 are attached to, plus a QP of device 1 with another
