@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/softrdma/softrdma/verbs"
@@ -31,6 +32,8 @@ const (
 	EventEstablished     EventType = 9
 	EventDisconnected    EventType = 10
 	EventDeviceRemoval   EventType = 11
+	EventMulticastJoin   EventType = 12
+	EventMulticastError  EventType = 13
 	EventTimewaitExit    EventType = 15
 )
 
@@ -42,6 +45,7 @@ var eventNames = map[EventType]string{
 	EventRejected: "RDMA_CM_EVENT_REJECTED", EventEstablished: "RDMA_CM_EVENT_ESTABLISHED",
 	EventDisconnected: "RDMA_CM_EVENT_DISCONNECTED", EventDeviceRemoval: "RDMA_CM_EVENT_DEVICE_REMOVAL",
 	EventTimewaitExit: "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	EventMulticastJoin: "RDMA_CM_EVENT_MULTICAST_JOIN", EventMulticastError: "RDMA_CM_EVENT_MULTICAST_ERROR",
 }
 
 // String returns the name rdma_event_str gives.
@@ -102,6 +106,11 @@ type Event struct {
 	// the peer's UD QP (the UDP port space).
 	Conn ConnParam
 	UD   UDParam
+	// Multicast is the group address of EventMulticastJoin and
+	// EventMulticastError, and McastContext the context given to
+	// JoinMulticast (librdmacm hands it over as the private data).
+	Multicast    netip.Addr
+	McastContext any
 }
 
 // PrivateData returns the private data of the event.

@@ -20,11 +20,6 @@ const (
 	MaxTotalMcastQPAttach = 0x70000
 )
 
-// McastQKey is the Q_Key rdma_cm gives RoCE multicast (RDMA_UDP_QKEY in
-// Linux's cma.c): the Q_Key of the QPs it attaches and of the sends to the
-// group.
-const McastQKey wire.QKey = 0x01234567
-
 // mcastTable is a device's multicast groups. Attach and Detach change it
 // under the write lock; the receive path reads it under the read lock. A
 // group's slice is replaced, never changed in place, so a reader may use it

@@ -16,6 +16,9 @@ import (
 	"github.com/softrdma/softrdma/wire"
 )
 
+// mcQKey is the Q_Key rdma_cm gives multicast QPs (RDMA_UDP_QKEY).
+const mcQKey wire.QKey = 0x01234567
+
 // mcastDevicesLoop opens three devices on one loop network, port 4791.
 func mcastDevicesLoop(t *testing.T) [3]*Device { return mcastDevicesLoopWith(t, "10.0.0.%d", nil) }
 
@@ -159,10 +162,10 @@ func TestMcastUDP(t *testing.T) { testMcastDelivery(t, mcastDevicesUDP(t), "239.
 func testMcastDelivery(t *testing.T, ds [3]*Device, group string) {
 	gaddr := netip.MustParseAddr(group)
 	gid := wire.GIDFromAddr(gaddr)
-	s := newUDQP(t, ds[0], McastQKey)
-	b1, b2 := newUDQP(t, ds[1], McastQKey), newUDQP(t, ds[1], McastQKey)
-	bad := newUDQP(t, ds[1], McastQKey+1)
-	c := newUDQP(t, ds[2], McastQKey)
+	s := newUDQP(t, ds[0], mcQKey)
+	b1, b2 := newUDQP(t, ds[1], mcQKey), newUDQP(t, ds[1], mcQKey)
+	bad := newUDQP(t, ds[1], mcQKey+1)
+	c := newUDQP(t, ds[2], mcQKey)
 	for _, u := range []*udQP{b1, b2, bad, c} {
 		u.postRecvs(t, 8)
 		if err := u.qp.AttachMcast(gid, 0); err != nil {
@@ -187,7 +190,7 @@ func testMcastDelivery(t *testing.T, ds [3]*Device, group string) {
 			// RemoteQPN is what the application says; a multicast AH
 			// sends to 0xFFFFFF whatever it is.
 			err := s.qp.PostSend([]SendWR{{ID: uint64(i), Opcode: WRSendWithImm, Imm: uint32(from + i),
-				Flags: SendSignaled, SGL: []SGE{s.mr.SGE(i*64, 64)}, AH: ah, RemoteQPN: 0x123, RemoteQKey: McastQKey}})
+				Flags: SendSignaled, SGL: []SGE{s.mr.SGE(i*64, 64)}, AH: ah, RemoteQPN: 0x123, RemoteQKey: mcQKey}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +267,7 @@ func testMcastDelivery(t *testing.T, ds [3]*Device, group string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.qp.PostSend([]SendWR{{ID: 9, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{s.mr.SGE(0, 8)}, AH: ah2, RemoteQKey: McastQKey}}); err != nil {
+	if err := s.qp.PostSend([]SendWR{{ID: 9, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{s.mr.SGE(0, 8)}, AH: ah2, RemoteQKey: mcQKey}}); err != nil {
 		t.Fatal(err)
 	}
 	waitWC(t, s.cq, 1, 5*time.Second)
@@ -291,13 +294,13 @@ func TestMcastWire(t *testing.T) {
 		}
 		return false
 	})
-	s := newUDQP(t, ds[0], McastQKey)
+	s := newUDQP(t, ds[0], mcQKey)
 	ah, err := s.pd.CreateAH(AHAttr{DGID: wire.GIDFromAddr(netip.MustParseAddr("224.0.1.200"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.qp.PostSend([]SendWR{{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{s.mr.SGE(0, 16)},
-		AH: ah, RemoteQPN: 0x42, RemoteQKey: McastQKey}}); err != nil {
+		AH: ah, RemoteQPN: 0x42, RemoteQKey: mcQKey}}); err != nil {
 		t.Fatal(err)
 	}
 	waitWC(t, s.cq, 1, 5*time.Second)
@@ -310,7 +313,7 @@ func TestMcastWire(t *testing.T) {
 		if q := pkt.BTH().DestQP(); q != wire.QPMulticast {
 			t.Errorf("DestQP %#x, want 0xFFFFFF", uint32(q))
 		}
-		if k, src := pkt.DETH().QKey(), pkt.DETH().SrcQP(); k != McastQKey || src != s.qp.QPN() {
+		if k, src := pkt.DETH().QKey(), pkt.DETH().SrcQP(); k != mcQKey || src != s.qp.QPN() {
 			t.Errorf("DETH Q_Key %#x, source QP %#x", uint32(k), uint32(src))
 		}
 	case <-time.After(5 * time.Second):
@@ -323,7 +326,7 @@ func TestMcastWire(t *testing.T) {
 func TestMcastAttachRules(t *testing.T) {
 	ds := mcastDevicesLoop(t)
 	d := ds[0]
-	u := newUDQP(t, d, McastQKey)
+	u := newUDQP(t, d, mcQKey)
 	gid := func(s string) wire.GID { return wire.GIDFromAddr(netip.MustParseAddr(s)) }
 	g := gid("239.0.0.1")
 
@@ -356,7 +359,7 @@ func TestMcastAttachRules(t *testing.T) {
 	// QPs per group: MaxMcastQPAttach, then ErrLimit.
 	var qps []*udQP
 	for range MaxMcastQPAttach {
-		v := newUDQP(t, d, McastQKey)
+		v := newUDQP(t, d, mcQKey)
 		if err := v.qp.AttachMcast(g, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -408,6 +411,6 @@ func TestMcastLinkWithoutGroups(t *testing.T) {
 	}
 	defer n.Close()
 	defer d.Close()
-	u := newUDQP(t, d, McastQKey)
+	u := newUDQP(t, d, mcQKey)
 	expectErr(t, "attach on a link without groups", u.qp.AttachMcast(wire.GIDFromAddr(netip.MustParseAddr("239.0.0.1")), 0), ErrNotSupported)
 }
