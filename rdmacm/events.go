@@ -44,7 +44,7 @@ var eventNames = map[EventType]string{
 	EventConnectError: "RDMA_CM_EVENT_CONNECT_ERROR", EventUnreachable: "RDMA_CM_EVENT_UNREACHABLE",
 	EventRejected: "RDMA_CM_EVENT_REJECTED", EventEstablished: "RDMA_CM_EVENT_ESTABLISHED",
 	EventDisconnected: "RDMA_CM_EVENT_DISCONNECTED", EventDeviceRemoval: "RDMA_CM_EVENT_DEVICE_REMOVAL",
-	EventTimewaitExit: "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	EventTimewaitExit:  "RDMA_CM_EVENT_TIMEWAIT_EXIT",
 	EventMulticastJoin: "RDMA_CM_EVENT_MULTICAST_JOIN", EventMulticastError: "RDMA_CM_EVENT_MULTICAST_ERROR",
 }
 

@@ -230,7 +230,7 @@ type ID struct {
 	req       *mad.REQFields
 	peerUD    UDParam
 	sidrConn  bool
-	requests  *EventChannel // sync listener: CONNECT_REQUEST queue
+	requests  *EventChannel       // sync listener: CONNECT_REQUEST queue
 	mcast     map[netip.Addr]bool // joined groups (multicast.go); true: the QP is attached
 }
 
