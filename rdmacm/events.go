@@ -68,6 +68,7 @@ const (
 	StatusHostUnreach   = -113 // -EHOSTUNREACH
 	StatusNotConnected  = -107 // -ENOTCONN
 	StatusNoBufferSpace = -105 // -ENOBUFS
+	StatusNotSupported  = -95  // -EOPNOTSUPP
 )
 
 // ConnParam are connection parameters (struct rdma_conn_param).

@@ -9,6 +9,7 @@ package rdmacm
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 
 	"github.com/softrdma/softrdma/verbs"
@@ -77,6 +78,13 @@ func (id *ID) join(addr netip.Addr, mctx any) (*Event, error) {
 	if id.qp != nil {
 		if err := id.qp.AttachMcast(gid, 0); err != nil {
 			ev.Type, ev.Status = EventMulticastError, StatusInvalid
+			switch {
+			case errors.Is(err, verbs.ErrNotSupported):
+				ev.Status = StatusNotSupported
+			case errors.Is(err, verbs.ErrLimit):
+				ev.Status = StatusNoMemory
+			}
+			id.s.log.Debug("rdmacm: multicast join failed", "group", g, "err", err)
 			return ev, nil
 		}
 		attached = true

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
@@ -173,5 +174,41 @@ func TestMulticastSync(t *testing.T) {
 	}
 	if err := qp.DetachMcast(McastGID(group), 0); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("QP still attached after LeaveMulticast: %v", err)
+	}
+}
+
+// plainLink hides a link's Multicaster methods.
+type plainLink struct{ link.Link }
+
+// TestMulticastError joins on a device whose link cannot join groups: the
+// QP cannot be attached, and MULTICAST_ERROR says why (-EOPNOTSUPP).
+func TestMulticastError(t *testing.T) {
+	n := loop.NewNetwork(loop.Config{})
+	l, err := n.Attach([]netip.Addr{ipA}, 4791)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := verbs.Open(plainLink{l}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New([]*verbs.Device{d}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	defer d.Close()
+	defer s.Close()
+	group := netip.MustParseAddr("239.0.0.5")
+	node := newMcNode(t, s, group)
+	if err := node.id.JoinMulticast(ctxT(t), group, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := want(t, node.ch, EventMulticastError)
+	if ev.Status != StatusNotSupported || ev.Multicast != group {
+		t.Errorf("event %+v", ev)
+	}
+	if err := node.id.LeaveMulticast(group); !errors.Is(err, ErrInvalid) {
+		t.Errorf("leave after a failed join: %v", err)
 	}
 }
