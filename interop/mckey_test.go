@@ -34,7 +34,16 @@ const mckeyCount, mckeyRecvQPs = 10, 2
 func (s *suite) guestJoined(group netip.Addr) func(context.Context) bool {
 	return func(ctx context.Context) bool {
 		r, err := s.p.Run(ctx, "ip maddr show dev eth0")
-		return err == nil && r.Status == 0 && strings.Contains(string(r.Stdout), "inet "+group.String()+"\n")
+		if err != nil || r.Status != 0 {
+			return false
+		}
+		// Lines like "inet  239.18.0.47".
+		for _, l := range strings.Split(string(r.Stdout), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "inet" && f[1] == group.String() {
+				return true
+			}
+		}
+		return false
 	}
 }
 
