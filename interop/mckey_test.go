@@ -29,17 +29,20 @@ var receiveOnly = map[string]bool{"rdmacm/mckey/ipv4/softrdma-receiver": true}
 const mckeyCount, mckeyRecvQPs = 10, 2
 
 // guestJoined returns a probe that is true once the guest's eth0 is a
-// member of group (rdma_cm's join, which mckey makes before it waits for
-// messages, adds it: ip maddr).
+// member of group: rdma_cm's join, which mckey makes before it waits for
+// messages, joins it (ip_mc_inc_group), and /proc/net/igmp lists it as the
+// address's 32 bits in host (little-endian) order, in hex. (The guest's
+// plain shell has busybox's ip, without maddr.)
 func (s *suite) guestJoined(group netip.Addr) func(context.Context) bool {
+	b := group.As4()
+	want := fmt.Sprintf("%02X%02X%02X%02X", b[3], b[2], b[1], b[0])
 	return func(ctx context.Context) bool {
-		r, err := s.p.Run(ctx, "ip maddr show dev eth0")
+		r, err := s.p.Run(ctx, "cat /proc/net/igmp")
 		if err != nil || r.Status != 0 {
 			return false
 		}
-		// Lines like "inet  239.18.0.47".
 		for _, l := range strings.Split(string(r.Stdout), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "inet" && f[1] == group.String() {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == want {
 				return true
 			}
 		}
@@ -74,6 +77,16 @@ func (s *suite) runMckey(t *testing.T, ctx context.Context, role string) error {
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
+		if so != nil {
+			err = fmt.Errorf("%w\nserver stdout:\n%s\nserver stderr:\n%s", err, so.stdout, so.stderr)
+		}
+		if role == "sender" {
+			for _, cmd := range []string{"cat /proc/net/igmp", "ip route"} {
+				if r, rerr := s.p.Run(context.Background(), cmd); rerr == nil {
+					t.Logf("guest %s:\n%s%s", cmd, r.Stdout, r.Stderr)
+				}
+			}
+		}
 		return err
 	}
 	joined := "mckey: joined dgid: ::ffff:" + g + " mlid 0x0 sl 0\n"
