@@ -26,6 +26,7 @@ type Link struct {
 	keys  []netip.Addr // unmapped
 	port  uint16
 	ctr   link.Counters
+	self  []*Link // just l: what route returns for a unicast packet, made once
 
 	closed atomic.Bool   // Send fails once set
 	state  link.State    // SetUp(false): nothing sent or delivered
@@ -58,12 +59,14 @@ type entry struct {
 }
 
 func newLink(n *Network, addrs, keys []netip.Addr, port uint16) *Link {
-	return &Link{
+	l := &Link{
 		net: n, addrs: addrs, keys: keys, port: port,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		exited: make(chan struct{}),
 	}
+	l.self = []*Link{l}
+	return l
 }
 
 // Addrs returns the addresses the link was attached with.

@@ -271,7 +271,7 @@ func (n *Network) route(dst netip.AddrPort) []*Link {
 		return n.groups[dst]
 	}
 	if l := n.links[dst]; l != nil {
-		return []*Link{l}
+		return l.self
 	}
 	return nil
 }
