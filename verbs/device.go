@@ -68,13 +68,13 @@ type DeviceAttr struct {
 	MaxSRQ, MaxSRQWR, MaxSRQSGE    int
 	MaxAH, MaxPKeys, PhysPortCount int
 	MaxInlineData                  int
+	MaxMsgSize                     uint64
+	AtomicCap                      AtomicCap
+	LocalCAAckDelay                uint8
+
 	// Multicast limits (MaxMcastGrp, MaxMcastQPAttach,
 	// MaxTotalMcastQPAttach).
-	MaxMcastGrp, MaxMcastQPAttach int
-	MaxTotalMcastQPAttach         int
-	MaxMsgSize                    uint64
-	AtomicCap                     AtomicCap
-	LocalCAAckDelay               uint8
+	MaxMcastGrp, MaxMcastQPAttach, MaxTotalMcastQPAttach int
 }
 
 // PortState is a port's logical state (ibv_port_state).

@@ -33,7 +33,8 @@ func (d *Device) receive(batch []*link.Packet) {
 }
 
 func (d *Device) receiveChunk(batch []*link.Packet) {
-	var items, mc [rxChunk]rxItem
+	var items [rxChunk]rxItem
+	var mc [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
 	n, nmc := 0, 0
 	for _, p := range batch {
 		pkt, err := wire.Parse(p.Data())
@@ -43,7 +44,9 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 			continue
 		}
 		if pkt.BTH().DestQP() == wire.QPMulticast {
-			mc[nmc] = rxItem{pkt: pkt, p: p}
+			items[n] = rxItem{nil, pkt, p}
+			mc[nmc] = uint8(n)
+			n++
 			nmc++
 			continue
 		}
@@ -62,7 +65,7 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 	for i := range n {
 		qp := items[i].qp
 		if qp == nil {
-			continue // handled with an earlier packet of its QP
+			continue // handled with an earlier packet of its QP, or multicast
 		}
 		g.lock(qp)
 		for j := i; j < n; j++ {
@@ -74,8 +77,8 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 		qp.sendPendingAckLocked()
 		g.unlock(qp)
 	}
-	for i := range nmc {
-		d.receiveMcast(g, mc[i].pkt, mc[i].p)
+	for _, i := range mc[:nmc] {
+		d.receiveMcast(g, items[i].pkt, items[i].p)
 	}
 }
 
