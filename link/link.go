@@ -10,6 +10,7 @@ package link
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -233,4 +234,39 @@ type Waiter interface {
 // thread and off the data path.
 type SourcePortReserver interface {
 	ReserveSourcePort(src netip.Addr, port uint16)
+}
+
+// Multicaster is a link that can receive packets sent to IP multicast
+// groups, as a NIC joins a multicast address on its interface. After
+// JoinGroup(g), packets sent to g at the link's port are handed to the
+// Handler like unicast ones, with Dst set to g and that port. A device
+// counts the queue pairs attached to a group and joins it once; links do not
+// count joins. Both methods are safe for concurrent use with Send and the
+// receive path.
+type Multicaster interface {
+	// JoinGroup starts receiving packets sent to group, an IPv4 or IPv6
+	// multicast address (IPv4-mapped is taken as IPv4) of the family of one
+	// of the link's addresses. The error wraps ErrAddress if group is not
+	// such an address or is already joined, ErrClosed if the link is
+	// closed.
+	JoinGroup(group netip.Addr) error
+	// LeaveGroup stops receiving packets sent to group. The error wraps
+	// ErrAddress if group is not joined.
+	LeaveGroup(group netip.Addr) error
+}
+
+// CheckGroup returns group unmapped if it is a multicast address of the
+// family of one of addrs, else an error wrapping ErrAddress: the argument
+// check every Multicaster makes.
+func CheckGroup(group netip.Addr, addrs []netip.Addr) (netip.Addr, error) {
+	g := group.Unmap()
+	if !g.IsValid() || !g.IsMulticast() {
+		return netip.Addr{}, fmt.Errorf("%w: %s is not a multicast address", ErrAddress, group)
+	}
+	for _, a := range addrs {
+		if a.Unmap().Is4() == g.Is4() {
+			return g.WithZone(""), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%w: no local address of the family of %s", ErrAddress, group)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/softrdma/softrdma/verbs"
@@ -31,6 +32,8 @@ const (
 	EventEstablished     EventType = 9
 	EventDisconnected    EventType = 10
 	EventDeviceRemoval   EventType = 11
+	EventMulticastJoin   EventType = 12
+	EventMulticastError  EventType = 13
 	EventTimewaitExit    EventType = 15
 )
 
@@ -41,7 +44,8 @@ var eventNames = map[EventType]string{
 	EventConnectError: "RDMA_CM_EVENT_CONNECT_ERROR", EventUnreachable: "RDMA_CM_EVENT_UNREACHABLE",
 	EventRejected: "RDMA_CM_EVENT_REJECTED", EventEstablished: "RDMA_CM_EVENT_ESTABLISHED",
 	EventDisconnected: "RDMA_CM_EVENT_DISCONNECTED", EventDeviceRemoval: "RDMA_CM_EVENT_DEVICE_REMOVAL",
-	EventTimewaitExit: "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	EventTimewaitExit:  "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	EventMulticastJoin: "RDMA_CM_EVENT_MULTICAST_JOIN", EventMulticastError: "RDMA_CM_EVENT_MULTICAST_ERROR",
 }
 
 // String returns the name rdma_event_str gives.
@@ -64,6 +68,7 @@ const (
 	StatusHostUnreach   = -113 // -EHOSTUNREACH
 	StatusNotConnected  = -107 // -ENOTCONN
 	StatusNoBufferSpace = -105 // -ENOBUFS
+	StatusNotSupported  = -95  // -EOPNOTSUPP
 )
 
 // ConnParam are connection parameters (struct rdma_conn_param).
@@ -102,6 +107,11 @@ type Event struct {
 	// the peer's UD QP (the UDP port space).
 	Conn ConnParam
 	UD   UDParam
+	// Multicast is the group address of EventMulticastJoin and
+	// EventMulticastError, and McastContext the context given to
+	// JoinMulticast (librdmacm hands it over as the private data).
+	Multicast    netip.Addr
+	McastContext any
 }
 
 // PrivateData returns the private data of the event.

@@ -230,7 +230,8 @@ type ID struct {
 	req       *mad.REQFields
 	peerUD    UDParam
 	sidrConn  bool
-	requests  *EventChannel // sync listener: CONNECT_REQUEST queue
+	requests  *EventChannel       // sync listener: CONNECT_REQUEST queue
+	mcast     map[netip.Addr]bool // joined groups (multicast.go); true: the QP is attached
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id). With a nil

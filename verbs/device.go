@@ -74,14 +74,19 @@ type DeviceAttr struct {
 	// MaxMW and DeviceCapFlags: memory windows (mw.go), as rxe
 	// advertises them.
 	MaxMW          int
-	DeviceCapFlags uint64
+	DeviceCapFlags DeviceCap
 	// CompletionTimestampMask and HCACoreClock (kHz) describe the clock
 	// of WC.Timestamp (ibv_device_attr_ex); see CreateCQEx.
 	CompletionTimestampMask uint64
 	HCACoreClock            uint64
-	// DeviceCapFlagsEx holds the extended capabilities the device
-	// honours (FLUSH, ATOMIC_WRITE: flush.go).
+	// DeviceCapFlagsEx is DeviceCapFlags with the extended capabilities
+	// the device honours (FLUSH, ATOMIC_WRITE: flush.go), as
+	// ibv_device_attr_ex's device_cap_flags_ex.
 	DeviceCapFlagsEx DeviceCap
+
+	// Multicast limits (MaxMcastGrp, MaxMcastQPAttach,
+	// MaxTotalMcastQPAttach).
+	MaxMcastGrp, MaxMcastQPAttach, MaxTotalMcastQPAttach int
 }
 
 // PortState is a port's logical state (ibv_port_state).
@@ -218,6 +223,8 @@ type Device struct {
 	portMu   sync.Mutex  // orders state changes with their events
 
 	cnt hwCounters // the device's events under rxe's names (Counters)
+
+	mcast mcastTable // multicast groups (mcast.go)
 }
 
 // DeviceStats counts what the device's receive path dropped, and some of
@@ -250,6 +257,9 @@ type DeviceStats struct {
 	// requesters: each sent the oldest unacknowledged packets again and
 	// used one of its retry_cnt (rxe's completer_retry_err).
 	TxRetryTimeouts atomic.Uint64
+	// RxMcastNoGroup counts packets to a multicast group (destination QP
+	// 0xFFFFFF) with no QP of the device attached.
+	RxMcastNoGroup atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).
@@ -370,9 +380,10 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxSRQ: MaxSRQ, MaxSRQWR: MaxSRQWR, MaxSRQSGE: MaxSGE, MaxAH: MaxAH,
 		MaxPKeys: PKeyTableLen, PhysPortCount: PhysPortCount, MaxInlineData: MaxInline,
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
-		MaxMW: MaxMW, DeviceCapFlags: DeviceMemWindow | DeviceMemMgtExtensions | DeviceMemWindowType2B,
+		MaxMW: MaxMW, DeviceCapFlags: deviceCapFlags, DeviceCapFlagsEx: deviceCapFlags | deviceCaps,
 		CompletionTimestampMask: CompletionTimestampMask, HCACoreClock: HCACoreClockKHz,
-		DeviceCapFlagsEx: deviceCaps,
+		MaxMcastGrp:      MaxMcastGrp, MaxMcastQPAttach: MaxMcastQPAttach,
+		MaxTotalMcastQPAttach: MaxTotalMcastQPAttach,
 	}
 }
 

@@ -299,3 +299,70 @@ func ExampleDevice_CreateCQEx() {
 	// device clock: 1000000 kHz, mask 0x7fffffffffffffff
 	// stamps: true
 }
+
+// Attaching UD queue pairs to a multicast group: one datagram sent to the
+// group reaches each of them.
+func ExampleQP_AttachMcast() {
+	network := loop.NewNetwork(loop.Config{})
+	defer network.Close()
+	open := func(ip string) *verbs.Device {
+		l, err := network.Attach([]netip.Addr{netip.MustParseAddr(ip)}, 4791)
+		if err != nil {
+			log.Fatal(err)
+		}
+		d, err := verbs.Open(l, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return d
+	}
+	sender, receiver := open("10.0.0.1"), open("10.0.0.2")
+	defer sender.Close()
+	defer receiver.Close()
+	const qkey = 0x01234567
+	group := wire.GIDFromAddr(netip.MustParseAddr("239.0.0.7"))
+	udQP := func(d *verbs.Device) (*verbs.PD, *verbs.CQ, *verbs.QP, *verbs.MR) {
+		pd, _ := d.AllocPD()
+		cq, _ := d.CreateCQ(8, nil)
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.UD, SendCQ: cq, RecvCQ: cq,
+			Cap: verbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		qp.Modify(&verbs.QPAttr{State: verbs.StateInit, PortNum: 1, QKey: qkey}, verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrQKey)
+		qp.Modify(&verbs.QPAttr{State: verbs.StateRTR}, verbs.AttrState)
+		qp.Modify(&verbs.QPAttr{State: verbs.StateRTS}, verbs.AttrState|verbs.AttrSQPSN)
+		mr, _ := pd.RegMR(make([]byte, 256), verbs.AccessLocalWrite)
+		return pd, cq, qp, mr
+	}
+	var cqs []*verbs.CQ
+	for range 2 {
+		_, cq, qp, mr := udQP(receiver)
+		qp.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{mr.SGE(0, 256)}}})
+		if err := qp.AttachMcast(group, 0); err != nil {
+			log.Fatal(err)
+		}
+		cqs = append(cqs, cq)
+	}
+	pd, cq, qp, mr := udQP(sender)
+	ah, err := pd.CreateAH(verbs.AHAttr{DGID: group})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = qp.PostSend([]verbs.SendWR{{Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGL: []verbs.SGE{mr.SGE(0, 32)},
+		AH: ah, RemoteQPN: wire.QPMulticast, RemoteQKey: qkey}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	wc := make([]verbs.WC, 1)
+	for _, c := range append(cqs, cq) {
+		for c.Poll(wc) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println(wc[0].Opcode, wc[0].Status, wc[0].ByteLen)
+	}
+	// Output:
+	// RECV success 72
+	// RECV success 72
+	// SEND success 0
+}

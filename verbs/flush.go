@@ -53,8 +53,10 @@ type FlushSpec struct {
 	Level FlushLevel
 }
 
-// DeviceCap is the extended device capability set (ibv_device_attr_ex's
-// device_cap_flags_ex); only the bits below are defined here.
+// DeviceCap is a set of device capabilities: ibv_device_attr's
+// device_cap_flags (the low 32 bits) and ibv_device_attr_ex's
+// device_cap_flags_ex (all of them); only the bits declared here are
+// defined.
 type DeviceCap uint64
 
 // Extended device capabilities (IB_UVERBS_DEVICE_*).

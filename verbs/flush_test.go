@@ -279,7 +279,8 @@ func TestA19Registration(t *testing.T) {
 	if err := pd.Dealloc(); err != nil {
 		t.Errorf("PD still referenced after failed registrations: %v", err)
 	}
-	if got := da.QueryDevice().DeviceCapFlagsEx; got != DeviceFlushGlobal|DeviceFlushPersistent|DeviceAtomicWrite ||
+	attr := da.QueryDevice()
+	if got := attr.DeviceCapFlagsEx; got != attr.DeviceCapFlags|DeviceFlushGlobal|DeviceFlushPersistent|DeviceAtomicWrite ||
 		DeviceFlushGlobal != 1<<38 || DeviceFlushPersistent != 1<<39 || DeviceAtomicWrite != 1<<40 {
 		t.Errorf("DeviceCapFlagsEx = %#x", uint64(got))
 	}

@@ -52,13 +52,13 @@ func init() {
 }
 
 // Device capability flags (ibv_device_cap_flags) the device advertises in
-// DeviceAttr.DeviceCapFlags.
+// DeviceAttr.DeviceCapFlags (and DeviceCapFlagsEx).
 const (
-	DeviceMemWindow uint64 = 1 << 17 // IBV_DEVICE_MEM_WINDOW: type 1 windows
+	DeviceMemWindow DeviceCap = 1 << 17 // IBV_DEVICE_MEM_WINDOW: type 1 windows
 	// DeviceMemMgtExtensions: LOCAL_INV and SEND_WITH_INV (and, for
 	// kernel consumers, fast registration; IBV_DEVICE_MEM_MGT_EXTENSIONS).
-	DeviceMemMgtExtensions uint64 = 1 << 21
-	DeviceMemWindowType2B  uint64 = 1 << 24 // IBV_DEVICE_MEM_WINDOW_TYPE_2B
+	DeviceMemMgtExtensions DeviceCap = 1 << 21
+	DeviceMemWindowType2B  DeviceCap = 1 << 24 // IBV_DEVICE_MEM_WINDOW_TYPE_2B
 )
 
 // MaxMW is the number of memory windows a device may have: max_mw as
@@ -361,3 +361,6 @@ func (mr *MR) ReReg(flags ReRegFlags, pd *PD, access Access) error {
 	mr.pd, mr.m = newPD, m
 	return nil
 }
+
+// deviceCapFlags is the set of ibv_device_cap_flags the device honours.
+const deviceCapFlags = DeviceMemWindow | DeviceMemMgtExtensions | DeviceMemWindowType2B

@@ -224,14 +224,18 @@ type AHAttr struct {
 
 // AH is an address handle for UD sends.
 type AH struct {
-	pd   *PD
-	attr AHAttr
-	src  netip.Addr
-	dst  netip.AddrPort
-	dead atomic.Bool
+	pd    *PD
+	attr  AHAttr
+	src   netip.Addr
+	dst   netip.AddrPort
+	mcast bool // DGID is a multicast GID: sends go to DestQP 0xFFFFFF
+	dead  atomic.Bool
 }
 
-// CreateAH creates an address handle.
+// CreateAH creates an address handle. An AH whose DGID is a multicast GID
+// (IsMulticastGID) sends to the group's IP address, with DestQP 0xFFFFFF
+// as IBTA requires of multicast packets, whatever the work request's
+// RemoteQPN.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	src, dst, err := pd.dev.resolve(&attr)
 	if err != nil {
@@ -240,7 +244,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if err := pd.hold(); err != nil {
 		return nil, err
 	}
-	return &AH{pd: pd, attr: attr, src: src, dst: dst}, nil
+	return &AH{pd: pd, attr: attr, src: src, dst: dst, mcast: IsMulticastGID(attr.DGID)}, nil
 }
 
 // Attr returns the address vector.

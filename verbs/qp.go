@@ -322,6 +322,7 @@ func (qp *QP) Destroy() error {
 	qp.state = StateReset
 	qp.mu.Unlock()
 	d := qp.dev
+	d.mcast.detachAll(qp)
 	d.mu.Lock()
 	delete(d.qps, qp.qpn)
 	d.nQP--

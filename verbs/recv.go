@@ -34,12 +34,20 @@ func (d *Device) receive(batch []*link.Packet) {
 
 func (d *Device) receiveChunk(batch []*link.Packet) {
 	var items [rxChunk]rxItem
-	n := 0
+	var mc [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
+	n, nmc := 0, 0
 	for _, p := range batch {
 		pkt, err := wire.Parse(p.Data())
 		if err != nil {
 			d.stats.RxMalformed.Add(1)
 			d.log.Debug("dropping malformed packet", "from", p.Src, "err", err)
+			continue
+		}
+		if pkt.BTH().DestQP() == wire.QPMulticast {
+			items[n] = rxItem{nil, pkt, p}
+			mc[nmc] = uint8(n)
+			n++
+			nmc++
 			continue
 		}
 		qp := d.lookupQP(pkt.BTH().DestQP())
@@ -57,7 +65,7 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 	for i := range n {
 		qp := items[i].qp
 		if qp == nil {
-			continue // handled with an earlier packet of its QP
+			continue // handled with an earlier packet of its QP, or multicast
 		}
 		g.lock(qp)
 		for j := i; j < n; j++ {
@@ -68,6 +76,9 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 		}
 		qp.sendPendingAckLocked()
 		g.unlock(qp)
+	}
+	for _, i := range mc[:nmc] {
+		d.receiveMcast(g, items[i].pkt, items[i].p)
 	}
 }
 

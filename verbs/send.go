@@ -154,6 +154,9 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 	if qp.typ == UD {
 		w.src, w.dst = wr.AH.src, wr.AH.dst
 		w.rqpn = wr.RemoteQPN
+		if wr.AH.mcast {
+			w.rqpn = wire.QPMulticast // IBTA: a multicast packet's DestQP
+		}
 		w.qkey = wr.RemoteQKey
 		if w.qkey.Controlled() {
 			w.qkey = qp.attr.QKey

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 )
 
 // freeUDPPort returns a port free on both loopback addresses the tests use.
@@ -206,4 +209,51 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestMckeyTool runs mckey's receiver with two QPs joined to the group
+// and its sender over UDP on 127.0.0.1-2: each receiving QP gets all the
+// sender's messages, and the sender's capture shows them going to the
+// group.
+func TestMckeyTool(t *testing.T) {
+	port := freeUDPPort(t)
+	pcap := t.TempDir() + "/sender.pcap"
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runMckey(ctx, args, out) }
+	s, c := runPair(t, run,
+		[]string{"-m", "239.255.11.12", "-b", "127.0.0.2", "-c", "2", "-C", "5", "-S", "64", "-delay", "300ms", "-timeout", "20s", "-roce-port", port},
+		[]string{"-m", "239.255.11.12", "-s", "-b", "127.0.0.1", "-C", "5", "-S", "64", "-delay", "500ms", "-roce-port", port, "--pcap", pcap})
+	for _, want := range []string{"mckey: starting server\n", "mckey: joining\n", "receiving data transfers\n",
+		"data transfers complete\n", "test complete\n", "return status 0\n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("receiver output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Count(s, "mckey: joined dgid: ::ffff:239.255.11.12 mlid 0x0 sl 0\n") != 2 {
+		t.Errorf("receiver output:\n%s", s)
+	}
+	for _, want := range []string{"mckey: starting client\n", "initiating data transfers\n", "data transfers complete\n", "return status 0\n"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("sender output lacks %q:\n%s", want, c)
+		}
+	}
+	var out bytes.Buffer
+	if err := runDump(context.Background(), []string{"-port", port, pcap}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "239.255.11.12"); n < 5 {
+		t.Errorf("the sender's capture shows %d packets to the group, want 5:\n%s", n, out.String())
+	}
+
+	// Usage errors: no group, a unicast group, -M without -b.
+	for _, args := range [][]string{{}, {"-M", "ff0e::1"}, {"-p", "0x106"}} {
+		err := runMckey(context.Background(), args, &bytes.Buffer{})
+		if err == nil || !errors.Is(err, tool.ErrUsage) {
+			t.Errorf("mckey %v: %v, want a usage error", args, err)
+		}
+	}
+	var o bytes.Buffer
+	if err := runMckey(context.Background(), []string{"-m", "127.0.0.5", "-b", "127.0.0.1", "-roce-port", port}, &o); err == nil ||
+		!strings.Contains(o.String(), "not a multicast address") {
+		t.Errorf("mckey -m 127.0.0.5: %v\n%s", err, o.String())
+	}
 }

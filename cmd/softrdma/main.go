@@ -37,6 +37,7 @@ var commands = map[string]struct {
 	"ping":     {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
 	"cmatose":  {runCmatose, "ucmatose: RC connections over rdma_cm exchanging SENDs (-s addr: client)"},
 	"udaddy":   {runUdaddy, "udaddy: UD QPs resolved with SIDR exchanging datagrams (-s addr: client)"},
+	"mckey":    {runMckey, "mckey: join a multicast group with rdma_cm and send (-s) or receive UD datagrams (-m group)"},
 	"stat":     {runStat, "rdma statistic show link: the counters a tool serves with --metrics, by Linux rxe's names"},
 	"version":  {func(_ context.Context, args []string, out io.Writer) error { return runVersion(args, out) }, "print the version of this build"},
 }

@@ -26,6 +26,7 @@ type Link struct {
 	keys  []netip.Addr // unmapped
 	port  uint16
 	ctr   link.Counters
+	self  []*Link // just l: what route returns for a unicast packet, made once
 
 	closed atomic.Bool   // Send fails once set
 	state  link.State    // SetUp(false): nothing sent or delivered
@@ -58,12 +59,14 @@ type entry struct {
 }
 
 func newLink(n *Network, addrs, keys []netip.Addr, port uint16) *Link {
-	return &Link{
+	l := &Link{
 		net: n, addrs: addrs, keys: keys, port: port,
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 		exited: make(chan struct{}),
 	}
+	l.self = []*Link{l}
+	return l
 }
 
 // Addrs returns the addresses the link was attached with.
@@ -168,18 +171,58 @@ func (l *Link) send1(p *link.Packet) error {
 		n.stats.delayed.Add(1)
 	}
 
-	to := n.lookup(dst)
+	tos := n.route(dst)
 	now := time.Now()
 	due := now.Add(v.delay)
 	for i, pk := range [2]*link.Packet{q, q2} {
 		if pk == nil {
 			continue
 		}
-		if to == nil || !to.enqueue(pk, due, v.hold && i == 0, now.Add(v.holdFor)) {
+		if len(tos) == 0 {
 			link.Put(pk)
 			l.ctr.Dropped.Add(1)
 			n.stats.unroutable.Add(1)
+			continue
 		}
+		// A multicast packet reaches every member: each gets its own copy,
+		// the last one the packet itself.
+		for j, to := range tos {
+			c := pk
+			if j < len(tos)-1 {
+				c = link.Get()
+				c.N = copy(c.Buf, pk.Data())
+				c.Src, c.Dst = pk.Src, pk.Dst
+			}
+			if !to.enqueue(c, due, v.hold && i == 0, now.Add(v.holdFor)) {
+				link.Put(c)
+				l.ctr.Dropped.Add(1)
+				n.stats.unroutable.Add(1)
+			}
+		}
+	}
+	return nil
+}
+
+// JoinGroup makes the link receive packets sent to group at its port
+// (link.Multicaster). Every link joined to a group gets a copy of each
+// packet sent to it, the sending link included, with the network's faults
+// drawn once for the packet. The error wraps link.ErrAddress if group is
+// not a multicast address of the family of one of the link's addresses or
+// is already joined, link.ErrClosed if the link is closed.
+func (l *Link) JoinGroup(group netip.Addr) error {
+	g, err := link.CheckGroup(group, l.keys)
+	if err != nil {
+		return fmt.Errorf("loop: join: %w", err)
+	}
+	return l.net.join(l, g)
+}
+
+// LeaveGroup stops the link receiving packets sent to group
+// (link.Multicaster). The error wraps link.ErrAddress if it had not joined.
+func (l *Link) LeaveGroup(group netip.Addr) error {
+	g := group.Unmap().WithZone("")
+	if !l.net.leave(l, g) {
+		return fmt.Errorf("loop: leave: %w: %s is not joined", link.ErrAddress, group)
 	}
 	return nil
 }

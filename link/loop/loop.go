@@ -119,6 +119,7 @@ type Network struct {
 	mu       sync.RWMutex
 	links    map[netip.AddrPort]*Link // keys have unmapped addresses
 	attached map[*Link]struct{}
+	groups   map[netip.AddrPort][]*Link // multicast group and port: the links joined
 	nextPort uint16
 	closed   bool
 
@@ -137,6 +138,7 @@ func NewNetwork(cfg Config) *Network {
 		queueLen: q,
 		links:    make(map[netip.AddrPort]*Link),
 		attached: make(map[*Link]struct{}),
+		groups:   make(map[netip.AddrPort][]*Link),
 		nextPort: firstEphemeral,
 		faults:   cfg.Faults,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
@@ -257,18 +259,72 @@ func (n *Network) Close() error {
 	return nil
 }
 
-// lookup returns the link attached at dst (whose address is unmapped), or nil.
-func (n *Network) lookup(dst netip.AddrPort) *Link {
+// route returns the links a packet to dst (whose address is unmapped)
+// reaches: the one attached there, or for a multicast group every link
+// joined to it at that port, the sender's own included (as a socket with
+// IP_MULTICAST_LOOP sees its own packets). The slice is the network's: the
+// caller must not change it.
+func (n *Network) route(dst netip.AddrPort) []*Link {
 	n.mu.RLock()
-	l := n.links[dst]
-	n.mu.RUnlock()
-	return l
+	defer n.mu.RUnlock()
+	if dst.Addr().IsMulticast() {
+		return n.groups[dst]
+	}
+	if l := n.links[dst]; l != nil {
+		return l.self
+	}
+	return nil
 }
 
-// detach removes l's addresses, if they are still l's.
+// join adds l to the members of group at its port.
+func (n *Network) join(l *Link, group netip.Addr) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || l.closed.Load() {
+		return link.ErrClosed
+	}
+	k := netip.AddrPortFrom(group, l.port)
+	for _, m := range n.groups[k] {
+		if m == l {
+			return fmt.Errorf("loop: join: %w: %s already joined", link.ErrAddress, group)
+		}
+	}
+	// A new slice: route's callers may be reading the old one.
+	n.groups[k] = append(append([]*Link(nil), n.groups[k]...), l)
+	return nil
+}
+
+// leave removes l from the members of group, reporting whether it was one.
+func (n *Network) leave(l *Link, group netip.Addr) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leaveLocked(l, netip.AddrPortFrom(group, l.port))
+}
+
+func (n *Network) leaveLocked(l *Link, k netip.AddrPort) bool {
+	ms := n.groups[k]
+	for i, m := range ms {
+		if m == l {
+			rest := make([]*Link, 0, len(ms)-1)
+			rest = append(append(rest, ms[:i]...), ms[i+1:]...)
+			if len(rest) == 0 {
+				delete(n.groups, k)
+			} else {
+				n.groups[k] = rest
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// detach removes l's addresses, if they are still l's, and its groups.
 func (n *Network) detach(l *Link) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	for k := range n.groups {
+		n.leaveLocked(l, k)
+	}
 	for _, k := range l.keys {
 		ap := netip.AddrPortFrom(k, l.port)
 		if n.links[ap] == l {

@@ -620,3 +620,31 @@ func TestSetUp(t *testing.T) {
 		t.Fatal("NotifyState(nil) did not remove the function")
 	}
 }
+
+func TestMulticast(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		group netip.Addr
+		addrs [3]netip.Addr
+	}{
+		{"IPv4", netip.MustParseAddr("239.1.2.3"), [3]netip.Addr{ip1, ip2, netip.MustParseAddr("127.0.0.3")}},
+		{"Mapped", netip.MustParseAddr("::ffff:224.0.1.9"), [3]netip.Addr{ip1, ip2, netip.MustParseAddr("127.0.0.3")}},
+		{"IPv6", netip.MustParseAddr("ff0e::1:2"), [3]netip.Addr{ip6, netip.MustParseAddr("::2"), netip.MustParseAddr("::3")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			linktest.RunMulticast(t, c.group, func(t *testing.T) (a, b, d link.Link) {
+				n := NewNetwork(Config{Seed: 1})
+				var ls [3]link.Link
+				for i, ad := range c.addrs {
+					l, err := n.Attach([]netip.Addr{ad}, 4791)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ls[i] = l
+				}
+				t.Cleanup(func() { n.Close() })
+				return ls[0], ls[1], ls[2]
+			})
+		})
+	}
+}

@@ -305,6 +305,24 @@ func (l *Link) ReserveSourcePort(src netip.Addr, port uint16) {
 	}
 }
 
+// JoinGroup joins the group on inner (link.Multicaster); packets to it are
+// recorded as others are. The error wraps errors.ErrUnsupported if inner
+// cannot join groups.
+func (l *Link) JoinGroup(group netip.Addr) error {
+	if m, ok := l.inner.(link.Multicaster); ok {
+		return m.JoinGroup(group)
+	}
+	return fmt.Errorf("pcap: join %s: %T: %w", group, l.inner, errors.ErrUnsupported)
+}
+
+// LeaveGroup leaves the group on inner (link.Multicaster).
+func (l *Link) LeaveGroup(group netip.Addr) error {
+	if m, ok := l.inner.(link.Multicaster); ok {
+		return m.LeaveGroup(group)
+	}
+	return fmt.Errorf("pcap: leave %s: %T: %w", group, l.inner, errors.ErrUnsupported)
+}
+
 // Poll polls inner if it is a link.Poller (what it receives is recorded
 // as the reader's is), and returns 0 otherwise.
 func (l *Link) Poll() int {

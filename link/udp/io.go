@@ -389,6 +389,9 @@ func (l *Link) readFailed(sk *socket, err error, errs *int) bool {
 	if l.closed.Load() {
 		return true
 	}
+	if errors.Is(err, net.ErrClosed) && sk.gone.Load() {
+		return true // a group left
+	}
 	if errors.Is(err, net.ErrClosed) {
 		// Closed, but not by Close: this socket is gone for good.
 		l.setUp(false, "socket closed", err)

@@ -98,7 +98,7 @@ func (l *Link) openSourcePort(si int, main *socket, port uint16, fallbacks *atom
 		count(fallbacks)
 		return main
 	}
-	sk, err := l.listenSource(netip.AddrPortFrom(main.addr, port), main.is4)
+	sk, err := l.listenSource(netip.AddrPortFrom(main.addr, port), main.is4, main.ifindex)
 	if err != nil {
 		l.log.Debug("udp: source port not available, sending from the link's port", "addr", main.addr, "port", port, "err", err)
 		slot.Store(noSocket)
@@ -113,7 +113,7 @@ func (l *Link) openSourcePort(si int, main *socket, port uint16, fallbacks *atom
 
 // listenSource binds a send-only socket at ap, in the network namespace of
 // the link's own sockets.
-func (l *Link) listenSource(ap netip.AddrPort, is4 bool) (*socket, error) {
+func (l *Link) listenSource(ap netip.AddrPort, is4 bool, ifindex int) (*socket, error) {
 	network := "udp6"
 	if is4 {
 		network = "udp4"
@@ -125,7 +125,8 @@ func (l *Link) listenSource(ap netip.AddrPort, is4 bool) (*socket, error) {
 		return nil, err
 	}
 	sk := &socket{addr: ap.Addr(), key: ap.Addr().WithZone(""), local: ap, is4: is4,
-		conn: conn, bc: newBatchConn(conn, is4)}
+		conn: conn, bc: newBatchConn(conn, is4), ifindex: ifindex}
+	multicastSend(conn, sk.addr, ifindex, l.log)
 	sk.gso.Store(!l.noGSO && probeGSO(conn))
 	return sk, nil
 }

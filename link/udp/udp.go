@@ -174,9 +174,13 @@ type socket struct {
 	key   netip.Addr     // addr without zone, for matching packet sources
 	local netip.AddrPort // addr and the link's port: Dst of received packets
 	is4   bool
-	conn  *net.UDPConn
-	bc    batchConn
-	gso   atomic.Bool // UDP_SEGMENT available and not refused
+	// ifindex is the interface holding addr (0 if unknown): where the
+	// socket sends multicast packets and a group of its family is joined.
+	ifindex int
+	gone    atomic.Bool // closed by LeaveGroup: its reader ends quietly
+	conn    *net.UDPConn
+	bc      batchConn
+	gso     atomic.Bool // UDP_SEGMENT available and not refused
 	// With UDP_GRO on (receives may hold several packets): where the
 	// reader's messages continue past their packets' buffers.
 	groBuf []byte
@@ -213,8 +217,10 @@ type Link struct {
 	state link.State // see Up
 	watch *ifWatch   // Config.Interface's state, or nil
 
-	mu      sync.Mutex // guards started, closing and wg.Add
+	mu      sync.Mutex // guards started, closing, handler, groups and wg.Add
 	started bool
+	handler link.Handler
+	groups  map[netip.Addr]*socket // joined multicast groups (mcast.go)
 	closing bool
 	wg      sync.WaitGroup
 }
@@ -354,13 +360,15 @@ func listen(ap netip.AddrPort, buf int, log *slog.Logger) (*socket, error) {
 	}
 	local := conn.LocalAddr().(*net.UDPAddr).AddrPort()
 	s := &socket{
-		addr:  ap.Addr(),
-		key:   ap.Addr().WithZone(""),
-		local: netip.AddrPortFrom(ap.Addr(), local.Port()),
-		is4:   is4,
-		conn:  conn,
-		bc:    newBatchConn(conn, is4),
+		addr:    ap.Addr(),
+		key:     ap.Addr().WithZone(""),
+		local:   netip.AddrPortFrom(ap.Addr(), local.Port()),
+		is4:     is4,
+		conn:    conn,
+		bc:      newBatchConn(conn, is4),
+		ifindex: interfaceIndex(ap.Addr()),
 	}
+	multicastSend(conn, s.addr, s.ifindex, log)
 	return s, nil
 }
 
@@ -418,6 +426,10 @@ func (l *Link) Start(h link.Handler) error {
 		rxs[i] = rx
 	}
 	l.started = true
+	l.handler = h
+	if err := l.startGroupsLocked(); err != nil {
+		return fmt.Errorf("udp: start: %w", err)
+	}
 	for i, s := range l.socks {
 		s.rx.Store(rxs[i])
 		l.wg.Add(1)
@@ -454,6 +466,11 @@ func (l *Link) Close() error {
 	l.closed.Store(true)
 	extra := l.extra
 	l.extra = nil
+	for _, sk := range l.groups {
+		sk.gone.Store(true)
+		extra = append(extra, sk)
+	}
+	l.groups = nil
 	l.mu.Unlock()
 	l.stopWait()
 	var errs []error

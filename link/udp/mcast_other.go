@@ -1,0 +1,18 @@
+//go:build !linux
+
+package udp
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+)
+
+// multicastSend leaves the system's multicast defaults.
+func multicastSend(*net.UDPConn, netip.Addr, int, *slog.Logger) {}
+
+// listenGroup is not implemented outside Linux.
+func listenGroup(netip.AddrPort, netip.Addr, int, int, *slog.Logger) (*net.UDPConn, error) {
+	return nil, errors.ErrUnsupported
+}
