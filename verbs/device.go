@@ -382,7 +382,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxMsgSize: MaxMsgSize, AtomicCap: AtomicHCA, LocalCAAckDelay: 15,
 		MaxMW: MaxMW, DeviceCapFlags: deviceCapFlags, DeviceCapFlagsEx: deviceCapFlags | deviceCaps,
 		CompletionTimestampMask: CompletionTimestampMask, HCACoreClock: HCACoreClockKHz,
-		MaxMcastGrp:      MaxMcastGrp, MaxMcastQPAttach: MaxMcastQPAttach,
+		MaxMcastGrp: MaxMcastGrp, MaxMcastQPAttach: MaxMcastQPAttach,
 		MaxTotalMcastQPAttach: MaxTotalMcastQPAttach,
 	}
 }
