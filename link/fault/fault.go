@@ -53,7 +53,7 @@ type Stats struct {
 	Lost       uint64 // dropped by Faults.Loss
 	Duplicated uint64 // extra copies made by Faults.Duplicate
 	Reordered  uint64 // packets held back by Faults.Reorder
-	Corrupted  uint64 // packets with a bit flipped by Faults.Corrupt
+	Corrupted  uint64 // packets sent with a bit flipped by Faults.Corrupt (a duplicate's copy too)
 	Delayed    uint64 // packets given a nonzero delay
 	Overflow   uint64 // dropped: more than Config.MaxHeld packets waiting
 }
@@ -231,9 +231,6 @@ func (l *Link) Send(pkts []*link.Packet) error {
 		if v.Flip >= 0 && (!l.hooking || v.Flip >= p.N*8) {
 			v.Flip = -1
 		}
-		if v.Flip >= 0 {
-			l.corrupted.Add(1)
-		}
 		if v.Delay > 0 {
 			l.delayed.Add(1)
 		}
@@ -241,6 +238,9 @@ func (l *Link) Send(pkts []*link.Packet) error {
 		if v.Dup {
 			copies = 2
 			l.duplicated.Add(1)
+		}
+		if v.Flip >= 0 {
+			l.corrupted.Add(uint64(copies))
 		}
 		for c := range copies {
 			hold := v.Hold && c == 0 && l.canHold()
