@@ -221,8 +221,9 @@ type DeviceStats struct {
 	RxOutOfSeq     atomic.Uint64
 	// RxDuplicateDropped counts duplicate requests the responder dropped
 	// without answering: a READ or atomic that repeats none it executed
-	// (stale, forged, or older than the replay table), or a READ whose
-	// memory is gone. The QP's state does not change.
+	// (stale, forged, or older than the replay table), a READ whose
+	// memory is gone, or a READ whose answer, still queued, carries what
+	// it asks for. The QP's state does not change.
 	RxDuplicateDropped atomic.Uint64
 	// RxRespQueueFull counts responder output dropped because the QP's
 	// queue behind a READ answer was full (pace.go): only a requester
