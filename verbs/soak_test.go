@@ -177,7 +177,26 @@ func TestLossSoakUDP(t *testing.T) {
 			}
 		}()
 	}
+	stop := make(chan struct{})
+	if total > 64<<20 { // a long run says how far it is, every 30 s
+		go func() {
+			tick := time.NewTicker(30 * time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					tot.mu.Lock()
+					b := tot.bytes
+					tot.mu.Unlock()
+					t.Logf("soak: %d MiB of %d in %v", b>>20, total>>20, time.Since(start).Round(time.Second))
+				}
+			}
+		}()
+	}
 	wg.Wait()
+	close(stop)
 	elapsed := time.Since(start)
 	close(errs)
 	for err := range errs {
