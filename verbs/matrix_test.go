@@ -961,7 +961,13 @@ func TestRCLossyPipeline(t *testing.T) {
 // network did, for the stress harness's amplification figures.
 func runPipeline(t *testing.T, faults loop.Faults, seed uint64) loop.FaultStats {
 	const nwr = 48
-	p := newPair(t, pairOpts{typ: RC, mtu: MTU1024, wr: 64, sge: 2, timeout: 12, seed: seed, faults: faults})
+	psns := newPSNChecker()
+	faults.Filter = psns.filter
+	p := newPair(t, pairOpts{typ: RC, mtu: MTU1024, wr: 64, sge: 2, timeout: 12, retry: stressRetry, seed: seed, faults: faults})
+	defer func() {
+		psns.check(t)
+		checkReplayTable(t, p.qb)
+	}()
 	rng := rand.New(rand.NewPCG(seed, 99))
 	const slot = 320 << 10
 	ma := p.reg(p.pa, nwr*slot) // sources, READ destinations, atomic results

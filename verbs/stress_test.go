@@ -97,6 +97,14 @@ func TestStressRCPipeline(t *testing.T) {
 	}
 }
 
+// stressRetry is the retry_cnt of runPipeline's QPs (0: the default, 7).
+// SOFTRDMA_STRESS_RETRY sets it, to measure how the rate of RETRY_EXC_ERR
+// falls with the retries allowed (docs/DESIGN.md, "Liveness under loss").
+var stressRetry = func() uint8 {
+	n, _ := strconv.ParseUint(os.Getenv("SOFTRDMA_STRESS_RETRY"), 10, 3)
+	return uint8(n)
+}()
+
 func parseSeeds(s string) ([]uint64, error) {
 	if s == "" {
 		s = "1-100"
