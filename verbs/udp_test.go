@@ -37,15 +37,20 @@ var udpNoGSO, udpNoGRO, udpNoPollRecv bool
 // by wrapA, if not nil.
 func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link) (*Device, *Device) {
 	t.Helper()
-	return newDevicesUDPWrapped2(t, v6, wrapA, nil)
+	return newDevicesUDPWrapped2(t, v6, wrapA, nil, nil)
 }
 
 // newDevicesUDPWrapped2 is newDevicesUDP with the first device's link
-// wrapped by wrapA and the second's by wrapB, where not nil.
-func newDevicesUDPWrapped2(t testing.TB, v6 bool, wrapA, wrapB func(link.Link) link.Link) (*Device, *Device) {
+// wrapped by wrapA and the second's by wrapB, where not nil, and the UDP
+// links' configuration adjusted by cfg, if not nil.
+func newDevicesUDPWrapped2(t testing.TB, v6 bool, wrapA, wrapB func(link.Link) link.Link, cfg func(*udp.Config)) (*Device, *Device) {
 	t.Helper()
 	open := func(a string, port uint16) (*udp.Link, error) {
-		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, DisableGRO: udpNoGRO})
+		c := udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, DisableGRO: udpNoGRO}
+		if cfg != nil {
+			cfg(&c)
+		}
+		return udp.Open(c)
 	}
 	var la, lb *udp.Link
 	var err error
