@@ -90,7 +90,9 @@ func (qp *QP) startReadAnswerLocked(first, psn wire.PSN, rkey wire.RKey, va uint
 // answer is still in the output queue: if the answer has not yet reached
 // psn it carries what is asked for, and the duplicate is dropped (counted
 // in RxDuplicateDropped); if it has, it restarts at psn, as the duplicate's
-// own answer would. It reports false if no answer to that READ is queued.
+// own answer would, and runs to the end of what it still had to send if
+// that is further than what the duplicate asks for. It reports false if no
+// answer to that READ is queued.
 //
 // So a READ has at most one answer in the queue however often it is asked
 // again: a peer repeating a huge READ, or flooding copies of it, makes the
@@ -108,6 +110,11 @@ func (qp *QP) rewindReadAnswerLocked(first, psn wire.PSN, va uint64, n int) bool
 			qp.dev.stats.RxDuplicateDropped.Add(1)
 			return true
 		}
+		// From psn to whichever ends later: what is asked for, or what
+		// the answer still had to send (a re-ask may be shorter than the
+		// rest of the READ, and the rest is still owed).
+		end := max(va+uint64(n), a.va+uint64(a.n))
+		n = int(end - va)
 		*a = readAnswer{first: first, psn: psn, rkey: a.rkey, va: va, n: n, npk: packetsFor(n, qp.mtu), dup: a.dup}
 		return true
 	}

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/wire"
 )
 
 // TestDuplicateReadFlood posts a 4 MiB READ (4096 responses at path MTU
@@ -93,4 +95,37 @@ func testDuplicateReadFlood(t *testing.T, transport string) {
 	post(t, p.qa, SendWR{ID: 2, Opcode: WRRDMARead, Flags: SendSignaled, SGL: []SGE{ma.SGE(0, 4096)},
 		RemoteAddr: mb.Addr() + 8192, RKey: mb.RKey()})
 	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 2, Success, WCRDMARead)
+}
+
+// TestRewindReadAnswer: a duplicate READ asking from a PSN the queued
+// answer has passed restarts it there and keeps what the answer still had
+// to send, even if it asks for less; one asking from a PSN still ahead of
+// the answer is dropped and leaves it alone.
+func TestRewindReadAnswer(t *testing.T) {
+	p := newPair(t, pairOpts{mtu: MTU1024})
+	qp := p.qb
+	const base, mtu = 1 << 20, 1024
+	first := wire.PSN(100)
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	qp.resp.queue = []respItem{{ans: readAnswer{first: first, psn: first.Add(50), rkey: 7, va: base + 50*mtu, n: 50 * mtu, npk: 50}}}
+	defer func() { qp.resp.queue = qp.resp.queue[:0] }()
+	a := &qp.resp.queue[0].ans
+
+	dropped := p.db.Stats().RxDuplicateDropped.Load()
+	if !qp.rewindReadAnswerLocked(first, first.Add(60), base+60*mtu, 5*mtu) || *a != (readAnswer{first: first, psn: first.Add(50), rkey: 7, va: base + 50*mtu, n: 50 * mtu, npk: 50}) {
+		t.Fatalf("a re-ask the answer will reach changed it: %+v", *a)
+	}
+	if p.db.Stats().RxDuplicateDropped.Load() != dropped+1 {
+		t.Error("the covered re-ask was not counted as dropped")
+	}
+	if !qp.rewindReadAnswerLocked(first, first.Add(10), base+10*mtu, 5*mtu) {
+		t.Fatal("no queued answer found")
+	}
+	if want := (readAnswer{first: first, psn: first.Add(10), rkey: 7, va: base + 10*mtu, n: 90 * mtu, npk: 90}); *a != want {
+		t.Fatalf("rewound answer %+v, want %+v", *a, want)
+	}
+	if qp.rewindReadAnswerLocked(first.Add(1000), first.Add(1000), base, mtu) {
+		t.Error("an answer to another READ was rewound")
+	}
 }
