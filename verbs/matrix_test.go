@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -963,10 +964,19 @@ func runPipeline(t *testing.T, faults loop.Faults, seed uint64) loop.FaultStats 
 	const nwr = 48
 	psns := newPSNChecker()
 	faults.Filter = psns.filter
+	var trace *pipeTrace
+	if os.Getenv("SOFTRDMA_STRESS_TRACE") != "" {
+		trace = newPipeTrace(seed, faults.Loss)
+		faults.Loss = 0
+		faults.Filter = func(p *link.Packet) bool { psns.filter(p); return trace.filter(p) }
+	}
 	p := newPair(t, pairOpts{typ: RC, mtu: MTU1024, wr: 64, sge: 2, timeout: 12, retry: stressRetry, seed: seed, faults: faults})
 	defer func() {
 		psns.check(t)
 		checkReplayTable(t, p.qb)
+		if trace != nil && t.Failed() {
+			trace.log(t, p.qa)
+		}
 	}()
 	rng := rand.New(rand.NewPCG(seed, 99))
 	const slot = 320 << 10

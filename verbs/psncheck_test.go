@@ -9,8 +9,10 @@ package verbs
 import (
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
@@ -132,5 +134,69 @@ func TestPSNCheckerCatchesReuse(t *testing.T) {
 	link.Put(p)
 	if len(c.errs) != 1 {
 		t.Fatalf("reuse of PSN 5 not flagged: %v", c.errs)
+	}
+}
+
+// pipeTrace, with SOFTRDMA_STRESS_TRACE set, records the last packets of a
+// runPipeline run in both directions, drawing the loss itself (instead of
+// Faults.Loss) so that each record says whether the packet was lost; a run
+// that fails logs them with the requester's state, to tell a stall the
+// losses explain from one they do not.
+type pipeTrace struct {
+	mu     sync.Mutex
+	rng    *rand.Rand
+	loss   float64
+	start  time.Time
+	events []string // a ring of the last traceLen
+	next   int
+}
+
+const traceLen = 300
+
+func newPipeTrace(seed uint64, loss float64) *pipeTrace {
+	return &pipeTrace{rng: rand.New(rand.NewPCG(seed, 7)), loss: loss, start: time.Now(), events: make([]string, 0, traceLen)}
+}
+
+func (c *pipeTrace) filter(p *link.Packet) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lost := c.rng.Float64() < c.loss
+	pkt, err := wire.Parse(p.Data())
+	if err != nil {
+		return lost
+	}
+	e := fmt.Sprintf("%9.3fms %s -> QP %#x %-28v PSN %#06x", float64(time.Since(c.start).Microseconds())/1000,
+		p.Src.Addr(), pkt.BTH().DestQP(), pkt.Opcode(), pkt.BTH().PSN())
+	if pkt.BTH().AckReq() {
+		e += " ackreq"
+	}
+	if a := pkt.AETH(); a != nil {
+		e += fmt.Sprintf(" %v MSN %d", a.Syndrome(), a.MSN())
+	}
+	if lost {
+		e += " LOST"
+	}
+	if len(c.events) < traceLen {
+		c.events = append(c.events, e)
+	} else {
+		c.events[c.next] = e
+		c.next = (c.next + 1) % traceLen
+	}
+	return lost
+}
+
+func (c *pipeTrace) log(t testing.TB, qp *QP) {
+	t.Helper()
+	c.mu.Lock()
+	evs := append(append([]string(nil), c.events[c.next:]...), c.events[:c.next]...)
+	c.mu.Unlock()
+	qp.mu.Lock()
+	r := &qp.req
+	t.Logf("requester at %.3fms: mode %v, PSN %#x, acked %#x, outstanding %d, window %d, deadline in %v",
+		float64(time.Since(c.start).Microseconds())/1000, r.Mode(), r.PSN(), r.AckedPSN(), r.Outstanding(), r.Window(),
+		time.Duration(r.Deadline()-qp.now()))
+	qp.mu.Unlock()
+	for _, e := range evs {
+		t.Log(e)
 	}
 }
