@@ -87,18 +87,19 @@ func (qp *QP) startReadAnswerLocked(first, psn wire.PSN, rkey wire.RKey, va uint
 
 // rewindReadAnswerLocked handles a duplicate of the READ whose request had
 // PSN first, asking for n bytes at va from response psn on, if that READ's
-// answer is still in the output queue: if the answer has not yet reached
-// psn it carries what is asked for, and the duplicate is dropped (counted
-// in RxDuplicateDropped); if it has, it restarts at psn, as the duplicate's
-// own answer would, and runs to the end of what it still had to send if
-// that is further than what the duplicate asks for. It reports false if no
-// answer to that READ is queued.
+// answer is still in the output queue: the answer is replaced by the one
+// the duplicate asks for, from psn to the end of its range, as rxe resets
+// the one answer of a replayed request (the requester counts on a re-ask's
+// answer ending, LAST, where the re-ask ends: asking again limits its
+// length to a window). Only a copy of the request the answer already
+// serves, not yet begun on, changes nothing, and is dropped (counted in
+// RxDuplicateDropped). It reports false if no answer to that READ is
+// queued.
 //
 // So a READ has at most one answer in the queue however often it is asked
 // again: a peer repeating a huge READ, or flooding copies of it, makes the
 // responder send that READ's responses again at most from where it asks,
-// never one whole answer per copy (rxe likewise restarts the one answer of
-// the replayed request).
+// never one whole answer per copy.
 func (qp *QP) rewindReadAnswerLocked(first, psn wire.PSN, va uint64, n int) bool {
 	r := &qp.resp
 	for i := range r.queue {
@@ -106,15 +107,10 @@ func (qp *QP) rewindReadAnswerLocked(first, psn wire.PSN, va uint64, n int) bool
 		if r.queue[i].pkt != nil || a.first != first || a.i >= a.npk {
 			continue
 		}
-		if psn.Diff(a.psn) >= 0 {
+		if psn == a.psn && va == a.va && n == a.n {
 			qp.dev.stats.RxDuplicateDropped.Add(1)
 			return true
 		}
-		// From psn to whichever ends later: what is asked for, or what
-		// the answer still had to send (a re-ask may be shorter than the
-		// rest of the READ, and the rest is still owed).
-		end := max(va+uint64(n), a.va+uint64(a.n))
-		n = int(end - va)
 		*a = readAnswer{first: first, psn: psn, rkey: a.rkey, va: va, n: n, npk: packetsFor(n, qp.mtu), dup: a.dup}
 		return true
 	}

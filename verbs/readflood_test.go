@@ -97,10 +97,10 @@ func testDuplicateReadFlood(t *testing.T, transport string) {
 	checkWC(t, waitWC(t, p.ca, 1, waitFor)[0], 2, Success, WCRDMARead)
 }
 
-// TestRewindReadAnswer: a duplicate READ asking from a PSN the queued
-// answer has passed restarts it there and keeps what the answer still had
-// to send, even if it asks for less; one asking from a PSN still ahead of
-// the answer is dropped and leaves it alone.
+// TestRewindReadAnswer: a duplicate READ replaces the queued answer of the
+// READ it repeats with exactly what it asks for (the requester expects the
+// answer to a re-ask to end where the re-ask does); a copy of the request
+// the answer serves, not yet begun on, leaves it alone and is dropped.
 func TestRewindReadAnswer(t *testing.T) {
 	p := newPair(t, pairOpts{mtu: MTU1024})
 	qp := p.qb
@@ -108,22 +108,31 @@ func TestRewindReadAnswer(t *testing.T) {
 	first := wire.PSN(100)
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	qp.resp.queue = []respItem{{ans: readAnswer{first: first, psn: first.Add(50), rkey: 7, va: base + 50*mtu, n: 50 * mtu, npk: 50}}}
+	orig := readAnswer{first: first, psn: first.Add(50), rkey: 7, va: base + 50*mtu, n: 50 * mtu, npk: 50}
+	qp.resp.queue = []respItem{{ans: orig}}
 	defer func() { qp.resp.queue = qp.resp.queue[:0] }()
 	a := &qp.resp.queue[0].ans
 
 	dropped := p.db.Stats().RxDuplicateDropped.Load()
-	if !qp.rewindReadAnswerLocked(first, first.Add(60), base+60*mtu, 5*mtu) || *a != (readAnswer{first: first, psn: first.Add(50), rkey: 7, va: base + 50*mtu, n: 50 * mtu, npk: 50}) {
-		t.Fatalf("a re-ask the answer will reach changed it: %+v", *a)
+	if !qp.rewindReadAnswerLocked(first, first.Add(50), base+50*mtu, 50*mtu) || *a != orig {
+		t.Fatalf("a copy of the request being answered changed the answer: %+v", *a)
 	}
 	if p.db.Stats().RxDuplicateDropped.Load() != dropped+1 {
-		t.Error("the covered re-ask was not counted as dropped")
+		t.Error("the copy was not counted as dropped")
 	}
+	// A re-ask from further back, shorter than the rest: its own range.
 	if !qp.rewindReadAnswerLocked(first, first.Add(10), base+10*mtu, 5*mtu) {
 		t.Fatal("no queued answer found")
 	}
-	if want := (readAnswer{first: first, psn: first.Add(10), rkey: 7, va: base + 10*mtu, n: 90 * mtu, npk: 90}); *a != want {
+	if want := (readAnswer{first: first, psn: first.Add(10), rkey: 7, va: base + 10*mtu, n: 5 * mtu, npk: 5}); *a != want {
 		t.Fatalf("rewound answer %+v, want %+v", *a, want)
+	}
+	// A re-ask from further on: its own range too.
+	if !qp.rewindReadAnswerLocked(first, first.Add(70), base+70*mtu, 30*mtu) {
+		t.Fatal("no queued answer found")
+	}
+	if want := (readAnswer{first: first, psn: first.Add(70), rkey: 7, va: base + 70*mtu, n: 30 * mtu, npk: 30}); *a != want {
+		t.Fatalf("answer %+v, want %+v", *a, want)
 	}
 	if qp.rewindReadAnswerLocked(first.Add(1000), first.Add(1000), base, mtu) {
 		t.Error("an answer to another READ was rewound")
