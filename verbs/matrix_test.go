@@ -966,7 +966,7 @@ func runPipeline(t *testing.T, faults loop.Faults, seed uint64) loop.FaultStats 
 	faults.Filter = psns.filter
 	var trace *pipeTrace
 	if os.Getenv("SOFTRDMA_STRESS_TRACE") != "" {
-		trace = newPipeTrace(seed, faults.Loss)
+		trace = newPipeTrace(seed, faults.Loss, 300)
 		faults.Loss = 0
 		faults.Filter = func(p *link.Packet) bool { psns.filter(p); return trace.filter(p) }
 	}
@@ -975,7 +975,7 @@ func runPipeline(t *testing.T, faults loop.Faults, seed uint64) loop.FaultStats 
 		psns.check(t)
 		checkReplayTable(t, p.qb)
 		if trace != nil && t.Failed() {
-			trace.log(t, p.qa)
+			trace.log(t, p.qa, p.qb.qpn, 300)
 		}
 	}()
 	rng := rand.New(rand.NewPCG(seed, 99))

@@ -147,14 +147,15 @@ type pipeTrace struct {
 	rng    *rand.Rand
 	loss   float64
 	start  time.Time
-	events []string // a ring of the last traceLen
+	events []string   // a ring of the last size
+	qpns   []wire.QPN // the destination QP of each event
 	next   int
+	size   int
 }
 
-const traceLen = 300
-
-func newPipeTrace(seed uint64, loss float64) *pipeTrace {
-	return &pipeTrace{rng: rand.New(rand.NewPCG(seed, 7)), loss: loss, start: time.Now(), events: make([]string, 0, traceLen)}
+func newPipeTrace(seed uint64, loss float64, size int) *pipeTrace {
+	return &pipeTrace{rng: rand.New(rand.NewPCG(seed, 7)), loss: loss, start: time.Now(),
+		events: make([]string, 0, size), qpns: make([]wire.QPN, 0, size), size: size}
 }
 
 func (c *pipeTrace) filter(p *link.Packet) bool {
@@ -176,20 +177,33 @@ func (c *pipeTrace) filter(p *link.Packet) bool {
 	if lost {
 		e += " LOST"
 	}
-	if len(c.events) < traceLen {
+	if len(c.events) < c.size {
 		c.events = append(c.events, e)
+		c.qpns = append(c.qpns, pkt.BTH().DestQP())
 	} else {
 		c.events[c.next] = e
-		c.next = (c.next + 1) % traceLen
+		c.qpns[c.next] = pkt.BTH().DestQP()
+		c.next = (c.next + 1) % c.size
 	}
 	return lost
 }
 
-func (c *pipeTrace) log(t testing.TB, qp *QP) {
+// log logs the requester state of qp and the last max events of the
+// packets to qp or to peer (its partner QP).
+func (c *pipeTrace) log(t testing.TB, qp *QP, peer wire.QPN, max int) {
 	t.Helper()
 	c.mu.Lock()
-	evs := append(append([]string(nil), c.events[c.next:]...), c.events[:c.next]...)
+	var evs []string
+	for k := range len(c.events) {
+		i := (c.next + k) % len(c.events)
+		if q := c.qpns[i]; q == qp.qpn || q == peer {
+			evs = append(evs, c.events[i])
+		}
+	}
 	c.mu.Unlock()
+	if len(evs) > max {
+		evs = evs[len(evs)-max:]
+	}
 	qp.mu.Lock()
 	r := &qp.req
 	t.Logf("requester at %.3fms: mode %v, PSN %#x, acked %#x, outstanding %d, window %d, deadline in %v",

@@ -160,10 +160,18 @@ func TestLossSoakUDP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// SOFTRDMA_SOAK_TRACE=1 draws the loss in a trace (pipeTrace) that
+	// logs a QP pair's last packets when it runs out of retries.
+	faults := soakFaults
+	var trace *pipeTrace
+	if os.Getenv("SOFTRDMA_SOAK_TRACE") != "" {
+		trace = newPipeTrace(1, faults.Loss, 1<<16)
+		faults.Loss, faults.Filter = 0, trace.filter
+	}
 	var wa, wb *fault.Link
 	da, db := newDevicesUDPWrapped2(t, false,
-		func(l link.Link) link.Link { wa = fault.New(l, fault.Config{Faults: soakFaults, Seed: 1}); return wa },
-		func(l link.Link) link.Link { wb = fault.New(l, fault.Config{Faults: soakFaults, Seed: 2}); return wb },
+		func(l link.Link) link.Link { wa = fault.New(l, fault.Config{Faults: faults, Seed: 1}); return wa },
+		func(l link.Link) link.Link { wb = fault.New(l, fault.Config{Faults: faults, Seed: 2}); return wb },
 		// Strict ICRC: link/udp's default IPv4 policy accepts a packet
 		// whose ICRC fits some IP Identification (rxe's vary), so about one
 		// corrupted packet in 2^15 passes. A 10 GiB run corrupts 40,000:
@@ -188,7 +196,7 @@ func TestLossSoakUDP(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := soakQP(p, q, share, &tot); err != nil {
+			if err := soakQP(p, q, share, &tot, trace); err != nil {
 				errs <- fmt.Errorf("QP pair %d: %w", q, err)
 			}
 		}()
@@ -199,7 +207,7 @@ func TestLossSoakUDP(t *testing.T) {
 	if blackout {
 		time.AfterFunc(100*time.Millisecond, func() {
 			wa.SetFaults(link.Faults{Loss: 1})
-			time.AfterFunc(500*time.Millisecond, func() { wa.SetFaults(soakFaults) })
+			time.AfterFunc(500*time.Millisecond, func() { wa.SetFaults(faults) })
 		})
 	}
 	stop := make(chan struct{})
@@ -341,7 +349,7 @@ type soakSlot struct {
 
 // soakQP drives one QP pair until it has moved share bytes, checking each
 // message. It returns the first error.
-func soakQP(p *pair, q int, share int64, tot *soakTotals) error {
+func soakQP(p *pair, q int, share int64, tot *soakTotals, trace *pipeTrace) error {
 	ma := p.reg(p.pa, soakDepth*soakMaxSize) // WRITE and SEND sources, READ destinations
 	mb := p.reg(p.pb, soakDepth*soakMaxSize) // WRITE and SEND destinations, READ sources
 	rng := rand.New(rand.NewPCG(uint64(q), 0x50a4))
@@ -463,6 +471,9 @@ func soakQP(p *pair, q int, share int64, tot *soakTotals) error {
 					continue // flushed, or done before the reset: sent again anyway
 				}
 				if wc.Status == RetryExcErr {
+					if trace != nil {
+						trace.log(p.t, p.qa, p.qb.qpn, 150)
+					}
 					broken = true
 					tot.mu.Lock()
 					tot.retryExceeded++
