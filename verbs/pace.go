@@ -86,17 +86,20 @@ func (qp *QP) startReadAnswerLocked(first, psn wire.PSN, rkey wire.RKey, va uint
 }
 
 // rewindReadAnswerLocked handles a duplicate of the READ whose request had
-// PSN first, asking for n bytes at va from response psn on, if that READ's
-// answer is still in the output queue: the answer is replaced by the one
-// the duplicate asks for, from psn to the end of its range, as rxe resets
-// the one answer of a replayed request (the requester counts on a re-ask's
-// answer ending, LAST, where the re-ask ends: asking again limits its
-// length to a window). Only a copy of the request the answer already
-// serves, not yet begun on, changes nothing, and is dropped (counted in
-// RxDuplicateDropped). It reports false if no answer to that READ is
-// queued.
+// PSN first, asking for n bytes at va from response psn on, against the
+// answers to that READ still in the output queue: the original's (if it is
+// still being generated) and at most one to a duplicate. A duplicate answer
+// already queued is replaced by the one this duplicate asks for, from psn
+// to the end of its range, as rxe resets the one answer of a replayed
+// request (the requester counts on a re-ask's answer ending, LAST, where
+// the re-ask ends: asking again limits its length to a window); the
+// original's answer runs on, since what it still has to send is still
+// owed. A copy of a request whose answer has not begun changes nothing and
+// is dropped (counted in RxDuplicateDropped). It reports false if there is
+// no duplicate answer to replace (nor a copy to drop): the caller queues
+// one.
 //
-// So a READ has at most one answer in the queue however often it is asked
+// So a READ has at most two answers in the queue however often it is asked
 // again: a peer repeating a huge READ, or flooding copies of it, makes the
 // responder send that READ's responses again at most from where it asks,
 // never one whole answer per copy.
@@ -107,12 +110,14 @@ func (qp *QP) rewindReadAnswerLocked(first, psn wire.PSN, va uint64, n int) bool
 		if r.queue[i].pkt != nil || a.first != first || a.i >= a.npk {
 			continue
 		}
-		if psn == a.psn && va == a.va && n == a.n {
+		if a.i == 0 && psn == a.psn && va == a.va && n == a.n {
 			qp.dev.stats.RxDuplicateDropped.Add(1)
 			return true
 		}
-		*a = readAnswer{first: first, psn: psn, rkey: a.rkey, va: va, n: n, npk: packetsFor(n, qp.mtu), dup: a.dup}
-		return true
+		if a.dup {
+			*a = readAnswer{first: first, psn: psn, rkey: a.rkey, va: va, n: n, npk: packetsFor(n, qp.mtu), dup: true}
+			return true
+		}
 	}
 	return false
 }
