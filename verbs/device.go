@@ -222,8 +222,8 @@ type DeviceStats struct {
 	// RxDuplicateDropped counts duplicate requests the responder dropped
 	// without answering: a READ or atomic that repeats none it executed
 	// (stale, forged, or older than the replay table), a READ whose
-	// memory is gone, or a READ whose answer, still queued, carries what
-	// it asks for. The QP's state does not change.
+	// memory is gone, or a copy of a READ request whose queued answer has
+	// not begun. The QP's state does not change.
 	RxDuplicateDropped atomic.Uint64
 	// RxRespQueueFull counts responder output dropped because the QP's
 	// queue behind a READ answer was full (pace.go): only a requester

@@ -7,9 +7,9 @@ import "github.com/softrdma/softrdma/wire"
 // duplicateLocked answers a request with a PSN already seen (IBTA 9.7.5.1.1).
 // A duplicate never changes the QP's state: SEND and WRITE are acknowledged
 // again; a READ or atomic is answered again only if it repeats one in the
-// replay table (see matchReadLocked and matchAtomicLocked), and a READ whose
-// answer is still queued rewinds that answer instead of queueing another
-// (rewindReadAnswerLocked); anything else,
+// replay table (see matchReadLocked and matchAtomicLocked), and a READ
+// with an answer to an earlier duplicate still queued replaces that answer
+// instead of queueing another (rewindReadAnswerLocked); anything else,
 // and a READ whose memory is gone, is dropped and counted in
 // DeviceStats.RxDuplicateDropped.
 func (qp *QP) duplicateLocked(pkt wire.Packet) {
@@ -23,7 +23,7 @@ func (qp *QP) duplicateLocked(pkt wire.Packet) {
 		case res == nil || !qp.readableLocked(reth.RKey(), reth.VA(), n):
 			qp.dev.stats.RxDuplicateDropped.Add(1)
 		case qp.rewindReadAnswerLocked(res.psn, psn, reth.VA(), n):
-			// The answer still queued for that READ carries it.
+			// Answered by the duplicate answer it replaced, or dropped.
 		case !qp.startReadAnswerLocked(res.psn, psn, reth.RKey(), reth.VA(), n, true):
 			qp.dev.stats.RxDuplicateDropped.Add(1)
 		}
