@@ -117,6 +117,7 @@ func TestPSNCheckerCatchesReuse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		clear(p.Buf[hl : hl+4+wire.ICRCLen]) // pool packets hold old bytes
 		p.Buf[hl] = payload
 		p.N = hl + 4 + wire.ICRCLen
 		return p
