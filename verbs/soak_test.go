@@ -161,6 +161,13 @@ func TestLossSoakUDP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// SOFTRDMA_SOAK_NOPOLL=1 opens the devices with Options.NoPollReceive
+	// (only the links' goroutines receive), to tell whether inline receive
+	// on the polling goroutines matters to the retry exhaustions.
+	if os.Getenv("SOFTRDMA_SOAK_NOPOLL") != "" {
+		udpNoPollRecv = true
+		defer func() { udpNoPollRecv = false }()
+	}
 	// SOFTRDMA_SOAK_TRACE=1 draws the loss in a trace (pipeTrace) that
 	// logs a QP pair's last packets when it runs out of retries.
 	faults := soakFaults
