@@ -240,8 +240,9 @@ type DeviceStats struct {
 	RxOutOfSeq     atomic.Uint64
 	// RxDuplicateDropped counts duplicate requests the responder dropped
 	// without answering: a READ or atomic that repeats none it executed
-	// (stale, forged, or older than the replay table), or a READ whose
-	// memory is gone. The QP's state does not change.
+	// (stale, forged, or older than the replay table), a READ whose
+	// memory is gone, or a copy of a READ request whose queued answer has
+	// not begun. The QP's state does not change.
 	RxDuplicateDropped atomic.Uint64
 	// RxRespQueueFull counts responder output dropped because the QP's
 	// queue behind a READ answer was full (pace.go): only a requester

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -963,7 +964,22 @@ func TestRCLossyPipeline(t *testing.T) {
 // network did, for the stress harness's amplification figures.
 func runPipeline(t *testing.T, faults loop.Faults, seed uint64) loop.FaultStats {
 	const nwr = 48
-	p := newPair(t, pairOpts{typ: RC, mtu: MTU1024, wr: 64, sge: 2, timeout: 12, seed: seed, faults: faults})
+	psns := newPSNChecker()
+	faults.Filter = psns.filter
+	var trace *pipeTrace
+	if os.Getenv("SOFTRDMA_STRESS_TRACE") != "" {
+		trace = newPipeTrace(seed, faults.Loss, 300)
+		faults.Loss = 0
+		faults.Filter = func(p *link.Packet) bool { psns.filter(p); return trace.filter(p) }
+	}
+	p := newPair(t, pairOpts{typ: RC, mtu: MTU1024, wr: 64, sge: 2, timeout: 12, retry: stressRetry, seed: seed, faults: faults})
+	defer func() {
+		psns.check(t)
+		checkReplayTable(t, p.qb)
+		if trace != nil && t.Failed() {
+			trace.log(t, p.qa, p.qb.qpn, 300)
+		}
+	}()
 	rng := rand.New(rand.NewPCG(seed, 99))
 	const slot = 320 << 10
 	ma := p.reg(p.pa, nwr*slot) // sources, READ destinations, atomic results

@@ -35,6 +35,7 @@ const maxRespQueue = 2 * requester.MaxUnacked
 // readAnswer is a READ answer in progress: the responses from psn on, for
 // n bytes at va (R_Key rkey), next the i-th of npk.
 type readAnswer struct {
+	first  wire.PSN // of the READ request answered (its replay table entry)
 	psn    wire.PSN // of the next response
 	rkey   wire.RKey
 	va     uint64 // of the next response's data
@@ -65,22 +66,60 @@ func (qp *QP) respOutLocked(p *link.Packet) {
 	}
 }
 
-// startReadAnswerLocked answers a READ (or a duplicate of one) for n bytes
-// at va, its first response at psn: at once, up to a burst, if nothing else
+// startReadAnswerLocked answers a READ (or a duplicate of one; first is
+// the PSN of the executed READ request) for n bytes at va, its first
+// response at psn: at once, up to a burst, if nothing else
 // is waiting, and the rest later (see pumpLocked). It reports false if the
 // queue is full and the answer was dropped.
-func (qp *QP) startReadAnswerLocked(psn wire.PSN, rkey wire.RKey, va uint64, n int, dup bool) bool {
+func (qp *QP) startReadAnswerLocked(first, psn wire.PSN, rkey wire.RKey, va uint64, n int, dup bool) bool {
 	r := &qp.resp
 	if len(r.queue) >= maxRespQueue {
 		qp.dev.stats.RxRespQueueFull.Add(1)
 		return false
 	}
-	r.queue = append(r.queue, respItem{ans: readAnswer{psn: psn, rkey: rkey, va: va, n: n,
+	r.queue = append(r.queue, respItem{ans: readAnswer{first: first, psn: psn, rkey: rkey, va: va, n: n,
 		npk: packetsFor(n, qp.mtu), dup: dup}})
 	if len(r.queue) == 1 {
 		qp.pumpLocked()
 	}
 	return true
+}
+
+// rewindReadAnswerLocked handles a duplicate of the READ whose request had
+// PSN first, asking for n bytes at va from response psn on, against the
+// answers to that READ still in the output queue: the original's (if it is
+// still being generated) and at most one to a duplicate. A duplicate answer
+// already queued is replaced by the one this duplicate asks for, from psn
+// to the end of its range, as rxe resets the one answer of a replayed
+// request (the requester counts on a re-ask's answer ending, LAST, where
+// the re-ask ends: asking again limits its length to a window); the
+// original's answer runs on, since what it still has to send is still
+// owed. A copy of a request whose answer has not begun changes nothing and
+// is dropped (counted in RxDuplicateDropped). It reports false if there is
+// no duplicate answer to replace (nor a copy to drop): the caller queues
+// one.
+//
+// So a READ has at most two answers in the queue however often it is asked
+// again: a peer repeating a huge READ, or flooding copies of it, makes the
+// responder send that READ's responses again at most from where it asks,
+// never one whole answer per copy.
+func (qp *QP) rewindReadAnswerLocked(first, psn wire.PSN, va uint64, n int) bool {
+	r := &qp.resp
+	for i := range r.queue {
+		a := &r.queue[i].ans
+		if r.queue[i].pkt != nil || a.first != first || a.i >= a.npk {
+			continue
+		}
+		if a.i == 0 && psn == a.psn && va == a.va && n == a.n {
+			qp.dev.stats.RxDuplicateDropped.Add(1)
+			return true
+		}
+		if a.dup {
+			*a = readAnswer{first: first, psn: psn, rkey: a.rkey, va: va, n: n, npk: packetsFor(n, qp.mtu), dup: true}
+			return true
+		}
+	}
+	return false
 }
 
 // pumpLocked generates up to one burst of the output queue, in order, and

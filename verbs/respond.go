@@ -345,7 +345,7 @@ func (qp *QP) rcReadLocked(pkt wire.Packet) {
 	r.psn = psn.Add(npk)
 	qp.clearAckLocked(psn)
 	r.remember(rdRes{kind: resRead, psn: psn, npk: npk, rkey: reth.RKey(), va: reth.VA(), length: n})
-	qp.startReadAnswerLocked(psn, reth.RKey(), reth.VA(), n, false)
+	qp.startReadAnswerLocked(psn, psn, reth.RKey(), reth.VA(), n, false)
 }
 
 func (qp *QP) rcAtomicLocked(pkt wire.Packet) {

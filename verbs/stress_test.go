@@ -44,6 +44,16 @@ func TestStressRCPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// SOFTRDMA_STRESS_PROGRESS names a file that gets a line per finished
+	// run as it finishes (parallel subtests report only at the end), so a
+	// long run stopped early still says how many seeds ran.
+	var progress *os.File
+	if f := os.Getenv("SOFTRDMA_STRESS_PROGRESS"); f != "" {
+		if progress, err = os.Create(f); err != nil {
+			t.Fatal(err)
+		}
+		defer progress.Close()
+	}
 	clean := runPipeline(t, loop.Faults{}, 1).Sent
 	for _, name := range strings.Split(spec, ",") {
 		faults, ok := stressProfiles[name]
@@ -62,6 +72,10 @@ func TestStressRCPipeline(t *testing.T) {
 						mu.Lock()
 						defer mu.Unlock()
 						runs++
+						if progress != nil {
+							fmt.Fprintf(progress, "%s seed=%d failed=%v sent=%d runs=%d at %s\n",
+								name, seed, t.Failed(), s.Sent, runs, time.Now().UTC().Format(time.TimeOnly))
+						}
 						if t.Failed() {
 							failed++
 							return
@@ -82,6 +96,14 @@ func TestStressRCPipeline(t *testing.T) {
 		}
 	}
 }
+
+// stressRetry is the retry_cnt of runPipeline's QPs (0: the default, 7).
+// SOFTRDMA_STRESS_RETRY sets it, to measure how the rate of RETRY_EXC_ERR
+// falls with the retries allowed (docs/DESIGN.md, "Liveness under loss").
+var stressRetry = func() uint8 {
+	n, _ := strconv.ParseUint(os.Getenv("SOFTRDMA_STRESS_RETRY"), 10, 3)
+	return uint8(n)
+}()
 
 func parseSeeds(s string) ([]uint64, error) {
 	if s == "" {

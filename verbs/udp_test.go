@@ -37,8 +37,20 @@ var udpNoGSO, udpNoGRO, udpNoPollRecv bool
 // by wrapA, if not nil.
 func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link) (*Device, *Device) {
 	t.Helper()
+	return newDevicesUDPWrapped2(t, v6, wrapA, nil, nil)
+}
+
+// newDevicesUDPWrapped2 is newDevicesUDP with the first device's link
+// wrapped by wrapA and the second's by wrapB, where not nil, and the UDP
+// links' configuration adjusted by cfg, if not nil.
+func newDevicesUDPWrapped2(t testing.TB, v6 bool, wrapA, wrapB func(link.Link) link.Link, cfg func(*udp.Config)) (*Device, *Device) {
+	t.Helper()
 	open := func(a string, port uint16) (*udp.Link, error) {
-		return udp.Open(udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, DisableGRO: udpNoGRO})
+		c := udp.Config{Addrs: []netip.Addr{netip.MustParseAddr(a)}, Port: port, DisableGSO: udpNoGSO, DisableGRO: udpNoGRO}
+		if cfg != nil {
+			cfg(&c)
+		}
+		return udp.Open(c)
 	}
 	var la, lb *udp.Link
 	var err error
@@ -81,7 +93,11 @@ func newDevicesUDPWrapped(t testing.TB, v6 bool, wrapA func(link.Link) link.Link
 		lb.Close()
 		t.Fatal(err)
 	}
-	db, err := Open(kernelHB{lb, hb, new(atomic.Uint64)}, &Options{Name: "udp_b", RemotePort: la.Port(), NoPollReceive: udpNoPollRecv})
+	var b link.Link = kernelHB{lb, hb, new(atomic.Uint64)}
+	if wrapB != nil {
+		b = wrapB(b)
+	}
+	db, err := Open(b, &Options{Name: "udp_b", RemotePort: la.Port(), NoPollReceive: udpNoPollRecv})
 	if err != nil {
 		da.Close()
 		lb.Close()
@@ -118,6 +134,10 @@ func (l kernelHB) PollWait(d time.Duration, ready func() bool) (int, bool) {
 }
 
 func (l kernelHB) Wake() { l.Link.(link.Waiter).Wake() }
+
+// SetSealHook passes the hook to the UDP link (link.SealHooker), for a
+// fault wrapper around kernelHB.
+func (l kernelHB) SetSealHook(f func([]byte)) { l.Link.(link.SealHooker).SetSealHook(f) }
 
 func (l kernelHB) Send(batch []*link.Packet) error {
 	l.seq.Add(1) // release: everything before this send

@@ -21,7 +21,7 @@ var layers = map[string]int{
 	"wire/mad": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
 	// Links.
-	"link/loop": 2, "link/udp": 2, "link/pcap": 2, "link/linktest": 2,
+	"link/loop": 2, "link/udp": 2, "link/fault": 2, "link/pcap": 2, "link/linktest": 2,
 	// The verbs API and engine, connection management, rdma_cm.
 	"verbs": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,
 	// The tools' engines and the command.

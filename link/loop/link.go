@@ -28,11 +28,12 @@ type Link struct {
 	ctr   link.Counters
 	self  []*Link // just l: what route returns for a unicast packet, made once
 
-	closed atomic.Bool   // Send fails once set
-	state  link.State    // SetUp(false): nothing sent or delivered
-	wake   chan struct{} // capacity 1: something was queued
-	done   chan struct{} // closed by Close
-	exited chan struct{} // closed when the delivery goroutine returns
+	hook   atomic.Pointer[func([]byte)] // SetSealHook's function
+	closed atomic.Bool                  // Send fails once set
+	state  link.State                   // SetUp(false): nothing sent or delivered
+	wake   chan struct{}                // capacity 1: something was queued
+	done   chan struct{}                // closed by Close
+	exited chan struct{}                // closed when the delivery goroutine returns
 
 	mu      sync.Mutex // guards started and closing
 	started bool
@@ -133,6 +134,9 @@ func (l *Link) send1(p *link.Packet) error {
 		IPv4Frag: wire.IPv4DontFragment,
 	}
 	wire.Seal(&fr, p.Data())
+	if h := l.hook.Load(); h != nil {
+		(*h)(p.Data())
+	}
 	l.ctr.TxPackets.Add(1)
 	l.ctr.TxBytes.Add(uint64(p.N))
 	n := l.net
@@ -143,37 +147,37 @@ func (l *Link) send1(p *link.Packet) error {
 	q.Src = netip.AddrPortFrom(src, sport)
 	q.Dst = dst
 
-	v, filter := n.roll(q.N)
+	v, filter := n.dice.Roll(q.N)
 	if filter != nil && filter(q) {
 		link.Put(q)
 		l.ctr.Dropped.Add(1)
 		n.stats.filtered.Add(1)
 		return nil
 	}
-	if v.lose {
+	if v.Lose {
 		link.Put(q)
 		l.ctr.Dropped.Add(1)
 		n.stats.lost.Add(1)
 		return nil
 	}
-	if v.flip >= 0 && v.flip < q.N*8 {
-		q.Buf[v.flip/8] ^= 1 << (v.flip % 8)
+	if v.Flip >= 0 && v.Flip < q.N*8 {
+		q.Buf[v.Flip/8] ^= 1 << (v.Flip % 8)
 		n.stats.corrupted.Add(1)
 	}
 	var q2 *link.Packet
-	if v.dup {
+	if v.Dup {
 		q2 = link.Get()
 		q2.N = copy(q2.Buf, q.Data())
 		q2.Src, q2.Dst = q.Src, q.Dst
 		n.stats.duplicated.Add(1)
 	}
-	if v.delay > 0 {
+	if v.Delay > 0 {
 		n.stats.delayed.Add(1)
 	}
 
 	tos := n.route(dst)
 	now := time.Now()
-	due := now.Add(v.delay)
+	due := now.Add(v.Delay)
 	for i, pk := range [2]*link.Packet{q, q2} {
 		if pk == nil {
 			continue
@@ -193,7 +197,7 @@ func (l *Link) send1(p *link.Packet) error {
 				c.N = copy(c.Buf, pk.Data())
 				c.Src, c.Dst = pk.Src, pk.Dst
 			}
-			if !to.enqueue(c, due, v.hold && i == 0, now.Add(v.holdFor)) {
+			if !to.enqueue(c, due, v.Hold && i == 0, now.Add(v.HoldFor)) {
 				link.Put(c)
 				l.ctr.Dropped.Add(1)
 				n.stats.unroutable.Add(1)
@@ -431,6 +435,16 @@ func (l *Link) take(batch []*link.Packet, now time.Time) ([]*link.Packet, time.T
 		next = in.heldUntil
 	}
 	return batch, next
+}
+
+// SetSealHook makes Send call f with each packet's bytes right after
+// sealing them, before the network copies the packet (link.SealHooker).
+func (l *Link) SetSealHook(f func(b []byte)) {
+	if f == nil {
+		l.hook.Store(nil)
+		return
+	}
+	l.hook.Store(&f)
 }
 
 // Up reports whether the link is up (link.StateNotifier); links attach up.

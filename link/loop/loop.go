@@ -22,11 +22,9 @@ package loop
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/softrdma/softrdma/link"
 )
@@ -39,7 +37,7 @@ const DefaultQueueLen = 4096
 
 // DefaultReorderTimeout is how long a reordered packet waits for a later
 // packet to overtake it when Faults.ReorderTimeout is zero.
-const DefaultReorderTimeout = 2 * time.Millisecond
+const DefaultReorderTimeout = link.DefaultReorderTimeout
 
 // Ephemeral port range Attach picks from when asked for port 0.
 const (
@@ -47,38 +45,12 @@ const (
 	lastEphemeral  = 65535
 )
 
-// Faults describes what the network does to packets. The zero value is a
-// perfect network. Probabilities are in 0..1 (below 0 means never, above 1
-// always) and are drawn independently for each packet Send accepts.
-type Faults struct {
-	// Loss is the probability that a packet is dropped.
-	Loss float64
-	// Duplicate is the probability that a packet is delivered twice.
-	Duplicate float64
-	// Reorder is the probability that a packet is held back and delivered
-	// after the next packet to the same destination link, or after
-	// ReorderTimeout if none comes. While one packet is held for a
-	// destination, other packets to it are not held.
-	Reorder float64
-	// Corrupt is the probability that one random bit of a packet is flipped
-	// after sealing. BTH byte 4 (FECN/BECN), which the ICRC masks, is never
-	// chosen, so the receiver's ICRC check catches every corruption.
-	Corrupt float64
-	// Delay is a fixed extra latency added to every packet, and Jitter the
-	// bound of a uniformly random extra latency in [0, Jitter). Delayed
-	// packets wait in the destination's holding queue; senders never block.
-	// Jitter reorders packets as a real network would.
-	Delay, Jitter time.Duration
-	// ReorderTimeout bounds how long a reordered packet is held
-	// (DefaultReorderTimeout if zero).
-	ReorderTimeout time.Duration
-	// Filter, if set, sees every packet before the other faults apply: the
-	// network's sealed copy, with Src (including the sender's port) and Dst
-	// set. Returning true drops the packet. Filter may modify the copy (to
-	// truncate or corrupt it); it must not keep it. It is called from the
-	// sender's goroutine, possibly concurrently, without locks held.
-	Filter func(p *link.Packet) (drop bool)
-}
+// Faults describes what the network does to packets: link.Faults, the
+// model link/fault applies to any link. On a Network, a reordered packet is
+// held until the next packet to the same destination link, a delayed one
+// waits in the destination's holding queue, and Filter sees the network's
+// sealed copy, with Src (including the sender's port) and Dst set.
+type Faults = link.Faults
 
 // Config configures a Network.
 type Config struct {
@@ -123,9 +95,7 @@ type Network struct {
 	nextPort uint16
 	closed   bool
 
-	fmu    sync.Mutex // guards faults and rng
-	faults Faults
-	rng    *rand.Rand
+	dice *link.Dice // the faults and their seeded generator
 }
 
 // NewNetwork returns an empty network with the given faults and seed.
@@ -140,25 +110,16 @@ func NewNetwork(cfg Config) *Network {
 		attached: make(map[*Link]struct{}),
 		groups:   make(map[netip.AddrPort][]*Link),
 		nextPort: firstEphemeral,
-		faults:   cfg.Faults,
-		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		dice:     link.NewDice(cfg.Faults, cfg.Seed),
 	}
 }
 
 // SetFaults replaces the network's faults; packets sent afterwards see the
 // new ones. Packets already held or delayed keep their schedule.
-func (n *Network) SetFaults(f Faults) {
-	n.fmu.Lock()
-	n.faults = f
-	n.fmu.Unlock()
-}
+func (n *Network) SetFaults(f Faults) { n.dice.Set(f) }
 
 // Faults returns the current faults.
-func (n *Network) Faults() Faults {
-	n.fmu.Lock()
-	defer n.fmu.Unlock()
-	return n.faults
-}
+func (n *Network) Faults() Faults { return n.dice.Faults() }
 
 // Stats returns counts of what the network did to packets.
 func (n *Network) Stats() FaultStats {
@@ -332,59 +293,4 @@ func (n *Network) detach(l *Link) {
 		}
 	}
 	delete(n.attached, l)
-}
-
-// verdict is the fate the network draws for one sent packet.
-type verdict struct {
-	lose, dup, hold bool
-	flip            int // bit to flip, or -1
-	delay, holdFor  time.Duration
-}
-
-// roll draws the faults for a packet of size bytes from the current
-// configuration and returns them with the Filter to apply. The generator is
-// consulted only for faults that are enabled, in a fixed order, so a given
-// Config and send sequence always yield the same verdicts.
-func (n *Network) roll(size int) (verdict, func(*link.Packet) bool) {
-	n.fmu.Lock()
-	defer n.fmu.Unlock()
-	f := &n.faults
-	v := verdict{flip: -1}
-	if f.Loss > 0 && n.rng.Float64() < f.Loss {
-		v.lose = true
-		return v, f.Filter
-	}
-	if f.Corrupt > 0 && n.rng.Float64() < f.Corrupt && size > 0 {
-		v.flip = corruptBit(n.rng, size)
-	}
-	if f.Duplicate > 0 && n.rng.Float64() < f.Duplicate {
-		v.dup = true
-	}
-	if f.Reorder > 0 && n.rng.Float64() < f.Reorder {
-		v.hold = true
-		v.holdFor = f.ReorderTimeout
-		if v.holdFor <= 0 {
-			v.holdFor = DefaultReorderTimeout
-		}
-	}
-	if f.Delay > 0 {
-		v.delay = f.Delay
-	}
-	if f.Jitter > 0 {
-		v.delay += time.Duration(n.rng.Int64N(int64(f.Jitter)))
-	}
-	return v, f.Filter
-}
-
-// corruptBit picks a bit of a size-byte packet, skipping BTH byte 4 (masked
-// by the ICRC) when the packet has one.
-func corruptBit(r *rand.Rand, size int) int {
-	if size <= 4 {
-		return r.IntN(size * 8)
-	}
-	b := r.IntN((size - 1) * 8)
-	if b >= 4*8 {
-		b += 8
-	}
-	return b
 }

@@ -5,6 +5,7 @@ package loop
 
 import (
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
@@ -322,10 +323,10 @@ func TestCorrupt(t *testing.T) {
 }
 
 func TestCorruptBitSkipsMaskedByte(t *testing.T) {
-	n := NewNetwork(Config{Seed: 3})
+	rng := rand.New(rand.NewPCG(3, 3))
 	seen := make(map[int]bool)
 	for range 20000 {
-		b := corruptBit(n.rng, 20)
+		b := link.CorruptBit(rng, 20)
 		if b < 0 || b >= 160 || b/8 == 4 {
 			t.Fatalf("bit %d", b)
 		}

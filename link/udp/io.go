@@ -145,6 +145,16 @@ func (l *Link) Send(batch []*link.Packet) error {
 	return first
 }
 
+// SetSealHook makes Send call f with each packet's bytes right after
+// sealing them, before they are written to the socket (link.SealHooker).
+func (l *Link) SetSealHook(f func(b []byte)) {
+	if f == nil {
+		l.hook.Store(nil)
+		return
+	}
+	l.hook.Store(&f)
+}
+
 // release drops the scratch's references to the caller's buffers and
 // returns it to the pool.
 func (l *Link) release(s *sendScratch) {
@@ -266,10 +276,14 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 				break // a shorter segment ends the run
 			}
 		}
+		hook := l.hook.Load()
 		for r := range k {
 			n := idx[j+r]
 			s.fr[n].IPv4ID = uint16(r)
 			wire.Seal(&s.fr[n], s.bufs[n])
+			if hook != nil {
+				(*hook)(s.bufs[n])
+			}
 		}
 		m := s.msgs[i]
 		if k > 1 {

@@ -209,8 +209,9 @@ type Link struct {
 	extra     []*socket // the source-port sockets, to close; guarded by mu
 	ns        *netns    // the namespace of socks, where extra sockets go
 
-	closed  atomic.Bool // Send fails once set
-	scratch sync.Pool   // *sendScratch
+	closed  atomic.Bool                  // Send fails once set
+	scratch sync.Pool                    // *sendScratch
+	hook    atomic.Pointer[func([]byte)] // SetSealHook's function
 
 	wait waitState // PollWait's (wait_linux.go)
 
