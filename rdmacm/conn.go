@@ -399,7 +399,7 @@ func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU
 	ah := verbs.AHAttr{DGID: wire.GIDFromAddr(id.dst.Addr()), SGIDIndex: id.sgid, HopLimit: 64, PortNum: 1}
 	if id.conn != nil {
 		p := id.conn.Path()
-		ah.DGID, ah.SGIDIndex, ah.FlowLabel = p.DGID, p.SGIDIndex, p.FlowLabel
+		ah.DGID, ah.SGIDIndex, ah.FlowLabel, ah.TrafficClass = p.DGID, p.SGIDIndex, p.FlowLabel, p.TrafficClass
 	}
 	err := id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
 		RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
@@ -553,7 +553,7 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 		id.state = idEstablished
 		p := c.Path()
 		id.peerUD = UDParam{PrivateData: copyBytes(ev.PrivateData),
-			AH:    verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, HopLimit: 64, PortNum: 1},
+			AH:    verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, HopLimit: 64, TrafficClass: p.TrafficClass, PortNum: 1},
 			QPNum: r.QPN, QKey: r.QKey}
 		out = &Event{Type: EventEstablished, UD: id.peerUD}
 	}

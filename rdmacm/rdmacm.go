@@ -231,6 +231,7 @@ type ID struct {
 	peerUD    UDParam
 	sidrConn  bool
 	requests  *EventChannel // sync listener: CONNECT_REQUEST queue
+	tos       uint8         // SetTOS: the traffic class of the connections it initiates
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id). With a nil
@@ -429,9 +430,11 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 // pathLocked is the path of a connection the ID initiates, with the flow
 // label Linux's rdma_cm gives it (from the two rdma_cm ports), which the
 // REQ carries to the peer: both QPs send from the UDP source port it gives.
+// Its traffic class is the ID's type of service (SetTOS), which the REQ
+// carries too.
 func (id *ID) pathLocked() cm.Path {
 	return cm.Path{SGIDIndex: id.sgid, DGID: wire.GIDFromAddr(id.dst.Addr()), HopLimit: 64,
-		FlowLabel: mad.RoCEFlowLabel(id.src.Port(), id.dst.Port())}
+		FlowLabel: mad.RoCEFlowLabel(id.src.Port(), id.dst.Port()), TrafficClass: id.tos}
 }
 
 func (id *ID) serviceID(port uint16) uint64 { return mad.ServiceID(id.ps, port) }
