@@ -199,6 +199,7 @@ func (s *suite) runRpingPersistent(t *testing.T, ctx context.Context, count, siz
 type cmaCase struct {
 	tool         string // "cmatose" or "udaddy"
 	conns, count int
+	tos          uint8 // the client's -t, if not 0
 }
 
 // guest is the rdma-core tool's name.
@@ -224,13 +225,18 @@ func (s *suite) runCMA(t *testing.T, ctx context.Context, c cmaCase, v6 bool, ro
 	hostAddr, guestAddr := cmAddrs(v6)
 	common := []string{"-c", strconv.Itoa(c.conns), "-C", strconv.Itoa(c.count)}
 	args := strings.Join(common, " ")
+	var clientOpts []string
+	if c.tos != 0 {
+		clientOpts = []string{"-t", strconv.Itoa(int(c.tos))}
+	}
+	cargs := strings.Join(append(append([]string(nil), common...), clientOpts...), " ")
 	var server, client side
 	if role == "server" {
 		server = s.cmServerSide(role, append([]string{c.tool, "-b", hostAddr.String()}, common...), "", 0)
-		client = side{Guest: fmt.Sprintf("%s -s %s %s", c.guest(), hostAddr, args)}
+		client = side{Guest: fmt.Sprintf("%s -s %s %s", c.guest(), hostAddr, cargs)}
 	} else {
 		server = s.cmServerSide(role, nil, fmt.Sprintf("%s -b %s %s", c.guest(), guestAddr, args), c.port())
-		client = side{Host: append([]string{c.tool, "-s", guestAddr.String()}, common...)}
+		client = side{Host: append(append([]string{c.tool, "-s", guestAddr.String()}, common...), clientOpts...)}
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
@@ -284,6 +290,25 @@ func cmWire(role string, conns, count int, ud bool) func(*testing.T, *pcapcheck.
 	}
 }
 
+// tosWire checks a type-of-service case's capture on top of cmWire: every
+// REQ carries tos as its primary path's traffic class, and every packet of
+// the connections (all but the MADs on QP1), softrdma's and rxe's, leaves
+// with tos as its IPv4 TOS byte or IPv6 Traffic Class: the client's from
+// its -t, the server's from the REQ.
+func tosWire(role string, conns, count int, tos uint8) func(*testing.T, *pcapcheck.Report) {
+	base := cmWire(role, conns, count, false)
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		base(t, rep)
+		for what, m := range map[string]map[uint8]int{"REQs (primary path)": rep.REQTClasses,
+			"softrdma's packets": rep.SentTClasses, "rxe's packets": rep.ReceivedTClasses} {
+			if len(m) != 1 || m[tos] == 0 {
+				t.Errorf("%s by traffic class: %v, want all %#x\n%s", what, m, tos, rep.Summary())
+			}
+		}
+		t.Logf("traffic classes: REQs %v, softrdma %v, rxe %v", rep.REQTClasses, rep.SentTClasses, rep.ReceivedTClasses)
+	}
+}
+
 // perftestCMCases run perftest in rdma_cm mode (-R). perftest 4.5's -R is
 // IPv4 only.
 var perftestCMCases = []perftestCase{
@@ -323,6 +348,17 @@ func (s *suite) cmMatrix(t *testing.T) {
 					return s.runCMA(t, ctx, c, v6, role)
 				}, cmWire(role, c.conns, c.count, c.tool == "udaddy"))
 			}
+		}
+	}
+	// Type of service (-t): DSCP 46 (EF) and ECN ECT(0), so both fields
+	// show on the wire.
+	tos := cmaCase{tool: "cmatose", conns: 2, count: 10, tos: 0xba}
+	for _, v6 := range []bool{false, true} {
+		ipv := map[bool]string{false: "ipv4", true: "ipv6"}[v6]
+		for _, role := range []string{"client", "server"} {
+			s.run(t, fmt.Sprintf("rdmacm/cmatose-tos/%s/softrdma-%s", ipv, role), 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+				return s.runCMA(t, ctx, tos, v6, role)
+			}, tosWire(role, tos.conns, tos.count, tos.tos))
 		}
 	}
 	s.run(t, "rdmacm/rping-P/ipv4/softrdma-server", 2*time.Minute, func(t *testing.T, ctx context.Context) error {

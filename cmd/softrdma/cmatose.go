@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
@@ -29,6 +30,8 @@ type cmaTest struct {
 	connIndex   int
 	connectLeft int
 	discLeft    int
+	tos         uint8 // -t
+	setTOS      bool
 }
 
 type cmaNode struct {
@@ -59,7 +62,7 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 	conns := fs.Int("c", 1, "connections")
 	count := fs.Int("C", 10, "message count")
 	size := fs.Int("S", 100, "message size")
-	fs.String("t", "", "type of service (accepted, not applied)")
+	tosFlag := fs.String("t", "", "type of service of the client's connections: the IP TOS / traffic class byte, decimal or 0x hex (rdma_set_option RDMA_OPTION_ID_TOS)")
 	fs.String("f", "ip", "address format (ip or name)")
 	var port *string
 	if name == "udaddy" {
@@ -93,6 +96,13 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 	}
 	t := &cmaTest{name: name, ud: name == "udaddy", conns: *conns, size: *size, count: *count, out: out,
 		ch: rdmacm.NewEventChannel(), connectLeft: *conns}
+	if *tosFlag != "" {
+		v, err := strconv.ParseUint(*tosFlag, 0, 8)
+		if err != nil {
+			return fmt.Errorf("type of service %q: want 0 to 255", *tosFlag)
+		}
+		t.tos, t.setTOS = uint8(v), true
+	}
 	if t.size == 0 {
 		t.count = 0
 	}
@@ -270,6 +280,12 @@ func (t *cmaTest) event(ctx context.Context, ev *rdmacm.Event) error {
 	n, _ := ev.ID.Context.(*cmaNode)
 	switch ev.Type {
 	case rdmacm.EventAddrResolved:
+		if t.setTOS {
+			// As the C tools: a failure is reported and the test goes on.
+			if err := n.id.SetTOS(t.tos); err != nil {
+				t.printf("%s: set TOS option failed: %v\n", t.name, err)
+			}
+		}
 		return n.id.ResolveRoute(ctx)
 	case rdmacm.EventRouteResolved:
 		err := t.initNode(n)
