@@ -66,9 +66,9 @@ func TestCmatoseTOS(t *testing.T) {
 			t.Fatalf("output:\n%s", out)
 		}
 	}
-	// Each file holds both directions: what its side sent and received;
-	// over loopback a received packet's class is reported as 0, so count
-	// the sent ones by the sender's address.
+	// Each file holds both directions, but a packet received over UDP is
+	// recorded with class 0 (a socket does not see it): the packets with
+	// 0xba are the ones that side sent.
 	for _, f := range []string{spcap, cpcap} {
 		got := tclassesIn(t, f)
 		if got[0xba] < 2*5 {
