@@ -200,6 +200,7 @@ type cmaCase struct {
 	tool         string // "cmatose" or "udaddy"
 	conns, count int
 	tos          uint8 // the client's -t, if not 0
+	ackTimeout   uint8 // both sides' -a, if not 0
 }
 
 // guest is the rdma-core tool's name.
@@ -224,6 +225,9 @@ func (c cmaCase) port() int {
 func (s *suite) runCMA(t *testing.T, ctx context.Context, c cmaCase, v6 bool, role string) error {
 	hostAddr, guestAddr := cmAddrs(v6)
 	common := []string{"-c", strconv.Itoa(c.conns), "-C", strconv.Itoa(c.count)}
+	if c.ackTimeout != 0 {
+		common = append(common, "-a", strconv.Itoa(int(c.ackTimeout)))
+	}
 	args := strings.Join(common, " ")
 	var clientOpts []string
 	if c.tos != 0 {
@@ -309,6 +313,21 @@ func tosWire(role string, conns, count int, tos uint8) func(*testing.T, *pcapche
 	}
 }
 
+// ackTimeoutWire checks an ACK-timeout case's capture on top of cmWire:
+// when softrdma is the client, its REQs announce the -a value. (The QPs'
+// timeouts themselves show only when packets are lost; rxe announces a
+// value derived from its -a and its ACK delay, logged here.)
+func ackTimeoutWire(role string, conns, count int, timeout uint8) func(*testing.T, *pcapcheck.Report) {
+	base := cmWire(role, conns, count, false)
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		base(t, rep)
+		if role == "client" && (len(rep.SentREQACKTimeouts) != 1 || rep.SentREQACKTimeouts[timeout] != conns) {
+			t.Errorf("softrdma's REQs by local ACK timeout: %v, want %d of %d", rep.SentREQACKTimeouts, conns, timeout)
+		}
+		t.Logf("REQ local ACK timeouts: softrdma's %v, rxe's %v", rep.SentREQACKTimeouts, rep.ReceivedREQACKTimeouts)
+	}
+}
+
 // perftestCMCases run perftest in rdma_cm mode (-R). perftest 4.5's -R is
 // IPv4 only.
 var perftestCMCases = []perftestCase{
@@ -360,6 +379,13 @@ func (s *suite) cmMatrix(t *testing.T) {
 				return s.runCMA(t, ctx, tos, v6, role)
 			}, tosWire(role, tos.conns, tos.count, tos.tos))
 		}
+	}
+	// ACK timeout (-a) on both sides.
+	ack := cmaCase{tool: "cmatose", conns: 2, count: 10, ackTimeout: 16}
+	for _, role := range []string{"client", "server"} {
+		s.run(t, "rdmacm/cmatose-ack-timeout/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runCMA(t, ctx, ack, false, role)
+		}, ackTimeoutWire(role, ack.conns, ack.count, ack.ackTimeout))
 	}
 	s.run(t, "rdmacm/rping-P/ipv4/softrdma-server", 2*time.Minute, func(t *testing.T, ctx context.Context) error {
 		return s.runRpingPersistent(t, ctx, 5, pingSize)

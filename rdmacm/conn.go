@@ -255,7 +255,7 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 		err = c.SendREQ(&cm.REQParams{ServiceID: id.serviceID(id.dst.Port()), Path: path, QPType: verbs.RC,
 			QPN: qpn, StartingPSN: id.psn, ResponderResources: cp.ResponderResources,
 			InitiatorDepth: cp.InitiatorDepth, RetryCount: min(cp.RetryCount, 7), RNRRetryCount: min(cp.RNRRetryCount, 7),
-			PathMTU: mtu, LocalACKTimeout: ackTimeout, SRQ: cp.SRQ, PrivateData: pd[:n]})
+			PathMTU: mtu, LocalACKTimeout: id.ackTimeoutLocked(ackTimeout), SRQ: cp.SRQ, PrivateData: pd[:n]})
 	}
 	if err != nil {
 		id.conn, id.state = nil, idRouteResolved
@@ -278,7 +278,8 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 // and announces in the REQ: 4.096 µs * 2^14, about 67 ms. (Linux announces
 // 19, about 2 s, derived from its RoCE packet lifetime; a shorter one makes
 // retransmission and time wait quicker on the low-latency links softrdma
-// runs on.) The passive side uses the REQ's value.
+// runs on.) The passive side uses the REQ's value. SetACKTimeout overrides
+// either.
 const ackTimeout = 14
 
 func (id *ID) maxPrivateData() int {
@@ -336,7 +337,7 @@ func (id *ID) Accept(ctx context.Context, p *ConnParam) error {
 		resp := min(cp.ResponderResources, r.InitiatorDepth)
 		init := min(cp.InitiatorDepth, r.ResponderResources)
 		if err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, verbs.MTU(r.PathMTU), resp, init,
-			r.PrimaryPath.LocalACKTimeout, r.RetryCount, cp.RNRRetryCount); err != nil {
+			id.ackTimeoutLocked(r.PrimaryPath.LocalACKTimeout), r.RetryCount, cp.RNRRetryCount); err != nil {
 			id.mu.Unlock()
 			return err
 		}
@@ -590,7 +591,7 @@ func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
 	}
 	err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, mtu,
 		min(id.param.ResponderResources, r.InitiatorDepth), min(id.param.InitiatorDepth, r.ResponderResources),
-		ackTimeout, id.param.RetryCount, r.RNRRetryCount)
+		id.ackTimeoutLocked(ackTimeout), id.param.RetryCount, r.RNRRetryCount)
 	if err != nil {
 		c.SendREJ(mad.RejectConsumer, nil, nil)
 		id.state = idDisconnected

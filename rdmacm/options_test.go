@@ -124,3 +124,89 @@ func TestSetTOS(t *testing.T) {
 	want(t, cch, EventDisconnected)
 	want(t, sch, EventDisconnected)
 }
+
+// TestSetACKTimeout: an active ID's ACK timeout goes on its QP and in the
+// REQ, so a passive side that sets none takes it; a passive side that sets
+// its own keeps it; out-of-range values and late calls fail.
+func TestSetACKTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		client, server int // -1: not set
+		wantC, wantS   uint8
+	}{
+		{"defaults", -1, -1, 14, 14},
+		{"client", 10, -1, 10, 10},
+		{"server", -1, 18, 14, 18},
+		{"both", 9, 20, 9, 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHosts(t, loop.Faults{})
+			ctx := ctxT(t)
+			sch, cch := NewEventChannel(), NewEventChannel()
+			lid, _ := h.b.CreateID(sch, PortSpaceTCP, nil)
+			defer lid.Destroy()
+			if err := lid.BindAddr(netip.AddrPortFrom(ipB, 20002)); err != nil {
+				t.Fatal(err)
+			}
+			if err := lid.Listen(4); err != nil {
+				t.Fatal(err)
+			}
+			if err := lid.SetACKTimeout(3); !errors.Is(err, ErrState) {
+				t.Errorf("SetACKTimeout on a listener: %v, want ErrState", err)
+			}
+			cid, _ := h.a.CreateID(cch, PortSpaceTCP, nil)
+			defer cid.Destroy()
+			if err := cid.SetACKTimeout(32); !errors.Is(err, ErrInvalid) {
+				t.Errorf("SetACKTimeout(32): %v, want ErrInvalid", err)
+			}
+			if err := cid.ResolveAddr(ctx, netip.Addr{}, netip.AddrPortFrom(ipB, 20002)); err != nil {
+				t.Fatal(err)
+			}
+			want(t, cch, EventAddrResolved)
+			if c.client >= 0 {
+				if err := cid.SetACKTimeout(uint8(c.client)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cid.ResolveRoute(ctx)
+			want(t, cch, EventRouteResolved)
+			mk := func(id *ID) {
+				pd, _ := id.Device().AllocPD()
+				t.Cleanup(func() { pd.Dealloc() })
+				cq, _ := id.Device().CreateCQ(8, nil)
+				t.Cleanup(func() { cq.Destroy() })
+				if _, err := id.CreateQP(pd, verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mk(cid)
+			if err := cid.Connect(ctx, &ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := cid.SetACKTimeout(5); !errors.Is(err, ErrState) {
+				t.Errorf("SetACKTimeout after Connect: %v, want ErrState", err)
+			}
+			sid := want(t, sch, EventConnectRequest).ID
+			defer sid.Destroy()
+			mk(sid)
+			if c.server >= 0 {
+				if err := sid.SetACKTimeout(uint8(c.server)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := sid.Accept(ctx, &ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+				t.Fatal(err)
+			}
+			want(t, cch, EventEstablished)
+			want(t, sch, EventEstablished)
+			ca, _ := cid.QP().Query()
+			sa, _ := sid.QP().Query()
+			if ca.Timeout != c.wantC || sa.Timeout != c.wantS {
+				t.Errorf("QP ACK timeouts: client %d, server %d; want %d, %d", ca.Timeout, sa.Timeout, c.wantC, c.wantS)
+			}
+			cid.Disconnect()
+			want(t, cch, EventDisconnected)
+			want(t, sch, EventDisconnected)
+		})
+	}
+}

@@ -232,6 +232,8 @@ type ID struct {
 	sidrConn  bool
 	requests  *EventChannel // sync listener: CONNECT_REQUEST queue
 	tos       uint8         // SetTOS: the traffic class of the connections it initiates
+	ackTO     uint8         // SetACKTimeout: the local ACK timeout of its QP
+	ackTOSet  bool
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id). With a nil

@@ -20,18 +20,20 @@ import (
 )
 
 type cmaTest struct {
-	name        string // "cmatose" or "udaddy"
-	ud          bool
-	conns       int
-	size, count int
-	out         io.Writer
-	ch          *rdmacm.EventChannel
-	nodes       []*cmaNode
-	connIndex   int
-	connectLeft int
-	discLeft    int
-	tos         uint8 // -t
-	setTOS      bool
+	name          string // "cmatose" or "udaddy"
+	ud            bool
+	conns         int
+	size, count   int
+	out           io.Writer
+	ch            *rdmacm.EventChannel
+	nodes         []*cmaNode
+	connIndex     int
+	connectLeft   int
+	discLeft      int
+	tos           uint8 // -t
+	setTOS        bool
+	ackTimeout    uint8 // -a
+	setACKTimeout bool
 }
 
 type cmaNode struct {
@@ -64,6 +66,10 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 	size := fs.Int("S", 100, "message size")
 	tosFlag := fs.String("t", "", "type of service of the client's connections: the IP TOS / traffic class byte, decimal or 0x hex (rdma_set_option RDMA_OPTION_ID_TOS)")
 	fs.String("f", "ip", "address format (ip or name)")
+	var ackFlag *string
+	if name == "cmatose" {
+		ackFlag = fs.String("a", "", "local ACK timeout of each QP, 0 to 31 (4.096 us * 2^N), on either side (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT); default: rdma_cm's")
+	}
 	var port *string
 	if name == "udaddy" {
 		fs.String("P", "udp", "port space (udp)")
@@ -102,6 +108,13 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 			return fmt.Errorf("type of service %q: want 0 to 255", *tosFlag)
 		}
 		t.tos, t.setTOS = uint8(v), true
+	}
+	if ackFlag != nil && *ackFlag != "" {
+		v, err := strconv.ParseUint(*ackFlag, 0, 8)
+		if err != nil || v > 31 {
+			return fmt.Errorf("ACK timeout %q: want 0 to 31", *ackFlag)
+		}
+		t.ackTimeout, t.setACKTimeout = uint8(v), true
 	}
 	if t.size == 0 {
 		t.count = 0
@@ -275,6 +288,17 @@ func (t *cmaTest) replyAH(n *cmaNode, wc *verbs.WC) error {
 	return nil
 }
 
+// applyACKTimeout sets -a's ACK timeout on id, as cmatose does on both
+// sides (a failure is reported and the test goes on).
+func (t *cmaTest) applyACKTimeout(id *rdmacm.ID) {
+	if !t.setACKTimeout {
+		return
+	}
+	if err := id.SetACKTimeout(t.ackTimeout); err != nil {
+		t.printf("%s: set ack timeout option failed: %v\n", t.name, err)
+	}
+}
+
 // event handles one rdma_cm event as the C tools' cma_handler does.
 func (t *cmaTest) event(ctx context.Context, ev *rdmacm.Event) error {
 	n, _ := ev.ID.Context.(*cmaNode)
@@ -286,6 +310,7 @@ func (t *cmaTest) event(ctx context.Context, ev *rdmacm.Event) error {
 				t.printf("%s: set TOS option failed: %v\n", t.name, err)
 			}
 		}
+		t.applyACKTimeout(n.id)
 		return n.id.ResolveRoute(ctx)
 	case rdmacm.EventRouteResolved:
 		err := t.initNode(n)
@@ -341,6 +366,7 @@ func (t *cmaTest) connectHandler(ctx context.Context, ev *rdmacm.Event) error {
 	t.connIndex++
 	err := t.initNode(n)
 	if err == nil {
+		t.applyACKTimeout(n.id)
 		err = t.postRecvs(n)
 	}
 	if err == nil {

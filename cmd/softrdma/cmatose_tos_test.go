@@ -82,3 +82,64 @@ func TestCmatoseTOS(t *testing.T) {
 		}
 	}
 }
+
+// reqACKTimeouts returns the primary path local ACK timeouts of the CM
+// REQs in a --pcap file.
+func reqACKTimeouts(t *testing.T, path string) []uint8 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint8
+	for {
+		ip, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		_, roce, err := wire.SplitIP(ip)
+		if err != nil {
+			continue
+		}
+		pkt, err := wire.Parse(roce)
+		if err != nil || pkt.BTH().DestQP() != mad.GSIQPN {
+			continue
+		}
+		m, err := mad.Parse(pkt.Payload())
+		if err == nil && m.MgmtClass() == mad.ClassCM && m.AttributeID() == mad.AttrREQ {
+			out = append(out, mad.REQ(m.Data()).PrimaryPath().LocalACKTimeout())
+		}
+	}
+	return out
+}
+
+// TestCmatoseACKTimeout runs cmatose with -a on both sides: the client's
+// REQs announce its value, and both sides complete; a value out of 0..31
+// is a usage error.
+func TestCmatoseACKTimeout(t *testing.T) {
+	port := freeUDPPort(t)
+	cpcap := t.TempDir() + "/client.pcap"
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runCmatose(ctx, args, out) }
+	s, c := runPair(t, run,
+		[]string{"-b", "127.0.0.2", "-p", "7477", "-c", "2", "-C", "5", "-a", "20", "-roce-port", port},
+		[]string{"-s", "127.0.0.2", "-b", "127.0.0.1", "-p", "7477", "-c", "2", "-C", "5", "-a", "9", "-roce-port", port, "--pcap", cpcap})
+	for _, out := range []string{s, c} {
+		if !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "return status 0") || strings.Contains(out, "failed") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+	if got := reqACKTimeouts(t, cpcap); len(got) != 2 || got[0] != 9 || got[1] != 9 {
+		t.Errorf("REQ local ACK timeouts %v, want [9 9]", got)
+	}
+	for _, bad := range []string{"32", "-1", "x"} {
+		var out bytes.Buffer
+		if err := runCmatose(context.Background(), []string{"-s", "127.0.0.2", "-a", bad}, &out); err == nil || !strings.Contains(err.Error(), "ACK timeout") {
+			t.Errorf("-a %s: %v", bad, err)
+		}
+	}
+}

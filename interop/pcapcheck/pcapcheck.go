@@ -62,6 +62,9 @@ type Report struct {
 	// the IPv6 Traffic Class. REQTClasses counts the CM REQs in either
 	// direction by their primary path's traffic class.
 	SentTClasses, ReceivedTClasses, REQTClasses map[uint8]int
+	// SentREQACKTimeouts and ReceivedREQACKTimeouts count the CM REQs each
+	// way by their primary path's local ACK timeout.
+	SentREQACKTimeouts, ReceivedREQACKTimeouts map[uint8]int
 
 	seen       map[seenKey]bool
 	flows      []flow   // every RoCE packet, for the source-port check
@@ -215,7 +218,8 @@ func (rep *Report) checkPorts() {
 func newReport() *Report {
 	return &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{},
 		SentMADs: map[string]int{}, ReceivedMADs: map[string]int{}, seen: map[seenKey]bool{},
-		SentTClasses: map[uint8]int{}, ReceivedTClasses: map[uint8]int{}, REQTClasses: map[uint8]int{}}
+		SentTClasses: map[uint8]int{}, ReceivedTClasses: map[uint8]int{}, REQTClasses: map[uint8]int{},
+		SentREQACKTimeouts: map[uint8]int{}, ReceivedREQACKTimeouts: map[uint8]int{}}
 }
 
 // add checks one Ethernet frame.
@@ -250,7 +254,13 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 					if fl := mad.REQ(m.Data()).PrimaryPath().FlowLabel(); fl != 0 {
 						rep.flowLabels = append(rep.flowLabels, fl)
 					}
-					rep.REQTClasses[mad.REQ(m.Data()).PrimaryPath().TrafficClass()]++
+					pp := mad.REQ(m.Data()).PrimaryPath()
+					rep.REQTClasses[pp.TrafficClass()]++
+					if sent {
+						rep.SentREQACKTimeouts[pp.LocalACKTimeout()]++
+					} else {
+						rep.ReceivedREQACKTimeouts[pp.LocalACKTimeout()]++
+					}
 				}
 			}
 		} else if sent {

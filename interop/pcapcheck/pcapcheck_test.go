@@ -361,12 +361,13 @@ func withTClass(eth []byte, tc uint8) []byte {
 }
 
 // TestCheckTrafficClasses counts packets by IP traffic class, IPv4 and
-// IPv6, each direction, leaving out MADs, and REQs by the traffic class of
-// their primary path.
+// IPv6, each direction, leaving out MADs, and REQs by the traffic class and
+// local ACK timeout of their primary path.
 func TestCheckTrafficClasses(t *testing.T) {
 	setREQ := func(roce []byte) {
 		m := mad.MAD(roce[wire.BTHLen+wire.DETHLen:][:mad.Size])
 		mad.REQ(m.Data()).PrimaryPath().SetTrafficClass(0xb8)
+		mad.REQ(m.Data()).PrimaryPath().SetLocalACKTimeout(16)
 	}
 	path := writePcap(t,
 		withTClass(frame(hostA, peerB, 8, nil), 0xb8),
@@ -389,6 +390,9 @@ func TestCheckTrafficClasses(t *testing.T) {
 	}
 	if len(rep.REQTClasses) != 1 || rep.REQTClasses[0xb8] != 1 {
 		t.Errorf("REQ traffic classes %v, want {0xb8: 1}", rep.REQTClasses)
+	}
+	if len(rep.SentREQACKTimeouts) != 1 || rep.SentREQACKTimeouts[16] != 1 || len(rep.ReceivedREQACKTimeouts) != 0 {
+		t.Errorf("REQ ACK timeouts sent %v, received %v; want {16: 1} and none", rep.SentREQACKTimeouts, rep.ReceivedREQACKTimeouts)
 	}
 	for _, p := range rep.Problems[:max(len(rep.Problems)-1, 0)] {
 		t.Errorf("problem: %s", p) // only the REQ changed after sealing may have one
