@@ -189,7 +189,7 @@ func (id *ID) onListenEvent(c *cm.Conn, ev *cm.Event) {
 	if id.sync {
 		id.requests.post(out)
 	} else {
-		id.ch.post(out)
+		child.post(out) // on the listener's channel, which the child was given
 	}
 }
 

@@ -206,7 +206,10 @@ const (
 // ID is an rdma_cm identifier (struct rdma_cm_id): an endpoint that
 // resolves, listens or connects.
 type ID struct {
-	s    *CM
+	s *CM
+	// chMu guards ch, which MigrateID changes, and orders each post with
+	// a migration. Lock order: mu, chMu, then a channel's mu.
+	chMu sync.Mutex
 	ch   *EventChannel
 	sync bool // no event channel given: calls block
 	ps   PortSpace
@@ -301,7 +304,13 @@ func (id *ID) SGIDIndex() int {
 
 func (id *ID) post(ev *Event) {
 	ev.ID = id
-	id.ch.post(ev)
+	id.chMu.Lock()
+	ch := id.ch
+	queued := ch.enqueue(ev)
+	id.chMu.Unlock()
+	if !queued {
+		ch.post(ev) // a channel with a handler (Dial's, Listen's): never migrated
+	}
 }
 
 // waitFor waits, on a synchronous ID, for the event that ends a call.
