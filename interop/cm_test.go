@@ -201,6 +201,7 @@ type cmaCase struct {
 	conns, count int
 	tos          uint8 // the client's -t, if not 0
 	ackTimeout   uint8 // both sides' -a, if not 0
+	migrate      bool  // both sides' -m
 }
 
 // guest is the rdma-core tool's name.
@@ -228,6 +229,9 @@ func (s *suite) runCMA(t *testing.T, ctx context.Context, c cmaCase, v6 bool, ro
 	if c.ackTimeout != 0 {
 		common = append(common, "-a", strconv.Itoa(int(c.ackTimeout)))
 	}
+	if c.migrate {
+		common = append(common, "-m")
+	}
 	args := strings.Join(common, " ")
 	var clientOpts []string
 	if c.tos != 0 {
@@ -247,7 +251,11 @@ func (s *suite) runCMA(t *testing.T, ctx context.Context, c cmaCase, v6 bool, ro
 		return err
 	}
 	for _, o := range []*outcome{so, co} {
-		for _, want := range []string{"data transfers complete\n", "test complete\n", "return status 0\n"} {
+		wants := []string{"data transfers complete\n", "test complete\n", "return status 0\n"}
+		if c.migrate {
+			wants = append(wants, "migrating to new event channel\n")
+		}
+		for _, want := range wants {
 			if !strings.Contains(o.stdout, want) {
 				return fmt.Errorf("%s: no %q in its output\nstdout:\n%s\nstderr:\n%s", o.cmd, strings.TrimSpace(want), o.stdout, o.stderr)
 			}
@@ -386,6 +394,14 @@ func (s *suite) cmMatrix(t *testing.T) {
 		s.run(t, "rdmacm/cmatose-ack-timeout/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
 			return s.runCMA(t, ctx, ack, false, role)
 		}, ackTimeoutWire(role, ack.conns, ack.count, ack.ackTimeout))
+	}
+	// Migration (-m) on both sides: each moves its IDs to a new event
+	// channel after the data transfers and disconnects from there.
+	mig := cmaCase{tool: "cmatose", conns: 2, count: 10, migrate: true}
+	for _, role := range []string{"client", "server"} {
+		s.run(t, "rdmacm/cmatose-migrate/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runCMA(t, ctx, mig, false, role)
+		}, cmWire(role, mig.conns, mig.count, false))
 	}
 	s.run(t, "rdmacm/rping-P/ipv4/softrdma-server", 2*time.Minute, func(t *testing.T, ctx context.Context) error {
 		return s.runRpingPersistent(t, ctx, 5, pingSize)

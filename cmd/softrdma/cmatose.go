@@ -34,6 +34,7 @@ type cmaTest struct {
 	setTOS        bool
 	ackTimeout    uint8 // -a
 	setACKTimeout bool
+	migrate       bool // -m
 }
 
 type cmaNode struct {
@@ -67,7 +68,9 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 	tosFlag := fs.String("t", "", "type of service of the client's connections: the IP TOS / traffic class byte, decimal or 0x hex (rdma_set_option RDMA_OPTION_ID_TOS)")
 	fs.String("f", "ip", "address format (ip or name)")
 	var ackFlag *string
+	migrate := new(bool)
 	if name == "cmatose" {
+		migrate = fs.Bool("m", false, "after the data transfers, move every ID (and the server's listener) to a new event channel and go on there (rdma_migrate_id)")
 		ackFlag = fs.String("a", "", "local ACK timeout of each QP, 0 to 31 (4.096 us * 2^N), on either side (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT); default: rdma_cm's")
 	}
 	var port *string
@@ -116,6 +119,7 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 		}
 		t.ackTimeout, t.setACKTimeout = uint8(v), true
 	}
+	t.migrate = *migrate
 	if t.size == 0 {
 		t.count = 0
 	}
@@ -462,6 +466,11 @@ func (t *cmaTest) runServer(ctx context.Context, bind string, port uint16, df *d
 		}
 		t.printf("data transfers complete\n")
 	}
+	if t.migrate {
+		if err := t.migrateChannel(lid); err != nil {
+			return err
+		}
+	}
 	t.printf("cmatose: disconnecting\n")
 	for _, n := range t.nodes {
 		if n.connected {
@@ -533,9 +542,38 @@ func (t *cmaTest) runClient(ctx context.Context, bind, dst string, port uint16, 
 		}
 		t.printf("data transfers complete\n")
 	}
+	if t.migrate {
+		if err := t.migrateChannel(nil); err != nil {
+			return err
+		}
+	}
 	err = t.loop(ctx, &t.discLeft)
 	t.destroyNodes()
 	return err
+}
+
+// migrateChannel moves the listener (if any) and every node's ID to a new
+// event channel, as cmatose -m does; the test goes on with that channel.
+// Events already queued for them move with them.
+func (t *cmaTest) migrateChannel(listen *rdmacm.ID) error {
+	t.printf("migrating to new event channel\n")
+	ch := rdmacm.NewEventChannel()
+	var err error
+	if listen != nil {
+		err = listen.MigrateID(ch)
+	}
+	for _, n := range t.nodes {
+		if err == nil && n.id != nil {
+			err = n.id.MigrateID(ch)
+		}
+	}
+	if err != nil {
+		t.printf("%s: failure migrating to channel: %v\n", t.name, err)
+		return err
+	}
+	t.ch.Close()
+	t.ch = ch
+	return nil
 }
 
 func (t *cmaTest) destroyNodes() {

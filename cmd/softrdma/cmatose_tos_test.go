@@ -143,3 +143,23 @@ func TestCmatoseACKTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestCmatoseMigrate runs cmatose -m on both sides: after the data
+// transfers each moves its IDs (the server its listener too) to a new event
+// channel and finishes there: the disconnect events, some of which arrive
+// before the move, reach the new channel and both sides end cleanly.
+func TestCmatoseMigrate(t *testing.T) {
+	port := freeUDPPort(t)
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runCmatose(ctx, args, out) }
+	s, c := runPair(t, run,
+		[]string{"-b", "127.0.0.2", "-p", "7478", "-c", "3", "-C", "5", "-m", "-roce-port", port},
+		[]string{"-s", "127.0.0.2", "-b", "127.0.0.1", "-p", "7478", "-c", "3", "-C", "5", "-m", "-roce-port", port})
+	for _, out := range []string{s, c} {
+		if !strings.Contains(out, "migrating to new event channel\n") || !strings.Contains(out, "return status 0") || strings.Contains(out, "failure") {
+			t.Fatalf("output:\n%s", out)
+		}
+	}
+	if i, j := strings.Index(s, "migrating"), strings.Index(s, "disconnected"); i < 0 || j < i {
+		t.Errorf("server output: the migration does not come before the disconnect:\n%s", s)
+	}
+}
