@@ -164,7 +164,7 @@ func (id *ID) onListenEvent(c *cm.Conn, ev *cm.Event) {
 		return
 	}
 	child := &ID{s: id.s, ch: id.ch, sync: id.sync, ps: id.ps, parent: id, dev: dev,
-		sgid: ev.From.SGIDIndex, conn: c, state: idConnRequest,
+		sgid: ev.From.SGIDIndex, conn: c, state: idConnRequest, psn: randomPSN(),
 		src: netip.AddrPortFrom(hf.DstAddr.Unmap(), id.src.Port()),
 		dst: netip.AddrPortFrom(hf.SrcAddr.Unmap(), hf.SrcPort)}
 	if child.sync {
@@ -331,7 +331,6 @@ func (id *ID) Accept(ctx context.Context, p *ConnParam) error {
 	}
 	r := id.req
 	qpn := cp.QPNum
-	id.psn = randomPSN()
 	if id.qp != nil {
 		qpn = id.qp.QPN()
 		resp := min(cp.ResponderResources, r.InitiatorDepth)
@@ -394,6 +393,18 @@ func (id *ID) releasePendingLocked() {
 // its sender expects to receive, so each side sends from the PSN in the
 // other side's message (and a Linux peer NAKs anything else).
 func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU, maxDestRd, maxRd, timeout, retry, rnr uint8) error {
+	a, mask := id.rtrAttrLocked(destQPN, rqPSN, mtu, maxDestRd)
+	if err := id.qp.Modify(&a, mask); err != nil {
+		return err
+	}
+	a, mask = rtsAttr(sqPSN, maxRd, timeout, retry, rnr)
+	return id.qp.Modify(&a, mask)
+}
+
+// rtrAttrLocked are the attributes that move the ID's RC QP to RTR: the
+// path's address vector, the MTU (at most the port's), the peer's QPN and
+// the PSN expected from it.
+func (id *ID) rtrAttrLocked(destQPN wire.QPN, rqPSN wire.PSN, mtu verbs.MTU, maxDestRd uint8) (verbs.QPAttr, verbs.AttrMask) {
 	if pa, err := id.dev.dev.QueryPort(1); err == nil && (mtu == 0 || mtu > pa.ActiveMTU) {
 		mtu = pa.ActiveMTU
 	}
@@ -402,16 +413,17 @@ func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU
 		p := id.conn.Path()
 		ah.DGID, ah.SGIDIndex, ah.FlowLabel, ah.TrafficClass = p.DGID, p.SGIDIndex, p.FlowLabel, p.TrafficClass
 	}
-	err := id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
-		RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
-		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|
-			verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
-	if err != nil {
-		return err
-	}
-	return id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: sqPSN, Timeout: timeout,
-		RetryCnt: min(retry, 7), RNRRetry: min(rnr, 7), MaxRdAtomic: int(max(maxRd, 1))},
-		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
+	return verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
+			RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
+		verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN |
+			verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer
+}
+
+// rtsAttr are the attributes that move an RC QP from RTR to RTS.
+func rtsAttr(sqPSN wire.PSN, maxRd, timeout, retry, rnr uint8) (verbs.QPAttr, verbs.AttrMask) {
+	return verbs.QPAttr{State: verbs.StateRTS, SQPSN: sqPSN, Timeout: timeout,
+			RetryCnt: min(retry, 7), RNRRetry: min(rnr, 7), MaxRdAtomic: int(max(maxRd, 1))},
+		verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic
 }
 
 // Reject refuses an incoming connection (rdma_reject) with private data;
@@ -578,6 +590,7 @@ func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
 		return nil
 	}
 	r := ev.REP
+	id.rep = r
 	peer := ConnParam{PrivateData: copyBytes(ev.PrivateData), ResponderResources: r.ResponderResources,
 		InitiatorDepth: r.InitiatorDepth, FlowControl: r.EndToEndFlowControl, RNRRetryCount: r.RNRRetryCount,
 		SRQ: r.SRQ, QPNum: r.LocalQPN}

@@ -231,6 +231,7 @@ type ID struct {
 	psn       wire.PSN
 	param     ConnParam // ours, from Connect/Accept
 	req       *mad.REQFields
+	rep       *mad.REPFields // active: the peer's REP
 	peerUD    UDParam
 	sidrConn  bool
 	requests  *EventChannel // sync listener: CONNECT_REQUEST queue
