@@ -126,16 +126,20 @@ func rpingLines(out, prefix string, count, size int) error {
 // of size bytes. Both sides print every ping (-v): the client the text the
 // server wrote back, the server the text it read. Both must be the client's
 // rping pattern, ping by ping; the clients also compare (-V).
-func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string, count, size int) error {
+func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string, count, size int, opts ...string) error {
 	hostAddr, guestAddr := cmAddrs(v6)
 	n, sz := strconv.Itoa(count), strconv.Itoa(size)
+	extra := ""
+	if len(opts) > 0 {
+		extra = " " + strings.Join(opts, " ")
+	}
 	var server, client side
 	if role == "server" {
-		server = s.cmServerSide(role, []string{"ping", "-s", "-a", hostAddr.String(), "-C", n, "-S", sz, "-v"}, "", 0)
-		client = side{Guest: fmt.Sprintf("rping -c -a %s -C %d -S %d -v -V", hostAddr, count, size)}
+		server = s.cmServerSide(role, append([]string{"ping", "-s", "-a", hostAddr.String(), "-C", n, "-S", sz, "-v"}, opts...), "", 0)
+		client = side{Guest: fmt.Sprintf("rping -c -a %s -C %d -S %d -v -V%s", hostAddr, count, size, extra)}
 	} else {
-		server = s.cmServerSide(role, nil, fmt.Sprintf("rping -s -a %s -C %d -S %d -v", guestAddr, count, size), rpingPort)
-		client = side{Host: []string{"ping", "-c", "-a", guestAddr.String(), "-C", n, "-S", sz, "-v", "-V"}}
+		server = s.cmServerSide(role, nil, fmt.Sprintf("rping -s -a %s -C %d -S %d -v%s", guestAddr, count, size, extra), rpingPort)
+		client = side{Host: append([]string{"ping", "-c", "-a", guestAddr.String(), "-C", n, "-S", sz, "-v", "-V"}, opts...)}
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
@@ -394,6 +398,13 @@ func (s *suite) cmMatrix(t *testing.T) {
 		s.run(t, "rdmacm/cmatose-ack-timeout/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
 			return s.runCMA(t, ctx, ack, false, role)
 		}, ackTimeoutWire(role, ack.conns, ack.count, ack.ackTimeout))
+	}
+	// rping -q on both sides: each creates its QP with verbs and moves it
+	// with rdma_init_qp_attr's attributes.
+	for _, role := range []string{"client", "server"} {
+		s.run(t, "rdmacm/rping-q/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runRping(t, ctx, false, role, pings, pingSize, "-q")
+		}, cmWire(role, 1, 0, false))
 	}
 	// Migration (-m) on both sides: each moves its IDs to a new event
 	// channel after the data transfers and disconnects from there.
