@@ -126,16 +126,20 @@ func rpingLines(out, prefix string, count, size int) error {
 // of size bytes. Both sides print every ping (-v): the client the text the
 // server wrote back, the server the text it read. Both must be the client's
 // rping pattern, ping by ping; the clients also compare (-V).
-func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string, count, size int) error {
+func (s *suite) runRping(t *testing.T, ctx context.Context, v6 bool, role string, count, size int, opts ...string) error {
 	hostAddr, guestAddr := cmAddrs(v6)
 	n, sz := strconv.Itoa(count), strconv.Itoa(size)
+	extra := ""
+	if len(opts) > 0 {
+		extra = " " + strings.Join(opts, " ")
+	}
 	var server, client side
 	if role == "server" {
-		server = s.cmServerSide(role, []string{"ping", "-s", "-a", hostAddr.String(), "-C", n, "-S", sz, "-v"}, "", 0)
-		client = side{Guest: fmt.Sprintf("rping -c -a %s -C %d -S %d -v -V", hostAddr, count, size)}
+		server = s.cmServerSide(role, append([]string{"ping", "-s", "-a", hostAddr.String(), "-C", n, "-S", sz, "-v"}, opts...), "", 0)
+		client = side{Guest: fmt.Sprintf("rping -c -a %s -C %d -S %d -v -V%s", hostAddr, count, size, extra)}
 	} else {
-		server = s.cmServerSide(role, nil, fmt.Sprintf("rping -s -a %s -C %d -S %d -v", guestAddr, count, size), rpingPort)
-		client = side{Host: []string{"ping", "-c", "-a", guestAddr.String(), "-C", n, "-S", sz, "-v", "-V"}}
+		server = s.cmServerSide(role, nil, fmt.Sprintf("rping -s -a %s -C %d -S %d -v%s", guestAddr, count, size, extra), rpingPort)
+		client = side{Host: append([]string{"ping", "-c", "-a", guestAddr.String(), "-C", n, "-S", sz, "-v", "-V"}, opts...)}
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
@@ -199,6 +203,9 @@ func (s *suite) runRpingPersistent(t *testing.T, ctx context.Context, count, siz
 type cmaCase struct {
 	tool         string // "cmatose" or "udaddy"
 	conns, count int
+	tos          uint8 // the client's -t, if not 0
+	ackTimeout   uint8 // both sides' -a, if not 0
+	migrate      bool  // both sides' -m
 }
 
 // guest is the rdma-core tool's name.
@@ -223,21 +230,36 @@ func (c cmaCase) port() int {
 func (s *suite) runCMA(t *testing.T, ctx context.Context, c cmaCase, v6 bool, role string) error {
 	hostAddr, guestAddr := cmAddrs(v6)
 	common := []string{"-c", strconv.Itoa(c.conns), "-C", strconv.Itoa(c.count)}
+	if c.ackTimeout != 0 {
+		common = append(common, "-a", strconv.Itoa(int(c.ackTimeout)))
+	}
+	if c.migrate {
+		common = append(common, "-m")
+	}
 	args := strings.Join(common, " ")
+	var clientOpts []string
+	if c.tos != 0 {
+		clientOpts = []string{"-t", strconv.Itoa(int(c.tos))}
+	}
+	cargs := strings.Join(append(append([]string(nil), common...), clientOpts...), " ")
 	var server, client side
 	if role == "server" {
 		server = s.cmServerSide(role, append([]string{c.tool, "-b", hostAddr.String()}, common...), "", 0)
-		client = side{Guest: fmt.Sprintf("%s -s %s %s", c.guest(), hostAddr, args)}
+		client = side{Guest: fmt.Sprintf("%s -s %s %s", c.guest(), hostAddr, cargs)}
 	} else {
 		server = s.cmServerSide(role, nil, fmt.Sprintf("%s -b %s %s", c.guest(), guestAddr, args), c.port())
-		client = side{Host: append([]string{c.tool, "-s", guestAddr.String()}, common...)}
+		client = side{Host: append(append([]string{c.tool, "-s", guestAddr.String()}, common...), clientOpts...)}
 	}
 	so, co, err := s.pair(t, ctx, server, client)
 	if err != nil {
 		return err
 	}
 	for _, o := range []*outcome{so, co} {
-		for _, want := range []string{"data transfers complete\n", "test complete\n", "return status 0\n"} {
+		wants := []string{"data transfers complete\n", "test complete\n", "return status 0\n"}
+		if c.migrate {
+			wants = append(wants, "migrating to new event channel\n")
+		}
+		for _, want := range wants {
 			if !strings.Contains(o.stdout, want) {
 				return fmt.Errorf("%s: no %q in its output\nstdout:\n%s\nstderr:\n%s", o.cmd, strings.TrimSpace(want), o.stdout, o.stderr)
 			}
@@ -284,6 +306,40 @@ func cmWire(role string, conns, count int, ud bool) func(*testing.T, *pcapcheck.
 	}
 }
 
+// tosWire checks a type-of-service case's capture on top of cmWire: every
+// REQ carries tos as its primary path's traffic class, and every packet of
+// the connections (all but the MADs on QP1), softrdma's and rxe's, leaves
+// with tos as its IPv4 TOS byte or IPv6 Traffic Class: the client's from
+// its -t, the server's from the REQ.
+func tosWire(role string, conns, count int, tos uint8) func(*testing.T, *pcapcheck.Report) {
+	base := cmWire(role, conns, count, false)
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		base(t, rep)
+		for what, m := range map[string]map[uint8]int{"REQs (primary path)": rep.REQTClasses,
+			"softrdma's packets": rep.SentTClasses, "rxe's packets": rep.ReceivedTClasses} {
+			if len(m) != 1 || m[tos] == 0 {
+				t.Errorf("%s by traffic class: %v, want all %#x\n%s", what, m, tos, rep.Summary())
+			}
+		}
+		t.Logf("traffic classes: REQs %v, softrdma %v, rxe %v", rep.REQTClasses, rep.SentTClasses, rep.ReceivedTClasses)
+	}
+}
+
+// ackTimeoutWire checks an ACK-timeout case's capture on top of cmWire:
+// when softrdma is the client, its REQs announce the -a value. (The QPs'
+// timeouts themselves show only when packets are lost; rxe announces a
+// value derived from its -a and its ACK delay, logged here.)
+func ackTimeoutWire(role string, conns, count int, timeout uint8) func(*testing.T, *pcapcheck.Report) {
+	base := cmWire(role, conns, count, false)
+	return func(t *testing.T, rep *pcapcheck.Report) {
+		base(t, rep)
+		if role == "client" && (len(rep.SentREQACKTimeouts) != 1 || rep.SentREQACKTimeouts[timeout] != conns) {
+			t.Errorf("softrdma's REQs by local ACK timeout: %v, want %d of %d", rep.SentREQACKTimeouts, conns, timeout)
+		}
+		t.Logf("REQ local ACK timeouts: softrdma's %v, rxe's %v", rep.SentREQACKTimeouts, rep.ReceivedREQACKTimeouts)
+	}
+}
+
 // perftestCMCases run perftest in rdma_cm mode (-R). perftest 4.5's -R is
 // IPv4 only.
 var perftestCMCases = []perftestCase{
@@ -324,6 +380,39 @@ func (s *suite) cmMatrix(t *testing.T) {
 				}, cmWire(role, c.conns, c.count, c.tool == "udaddy"))
 			}
 		}
+	}
+	// Type of service (-t): DSCP 46 (EF) and ECN ECT(0), so both fields
+	// show on the wire.
+	tos := cmaCase{tool: "cmatose", conns: 2, count: 10, tos: 0xba}
+	for _, v6 := range []bool{false, true} {
+		ipv := map[bool]string{false: "ipv4", true: "ipv6"}[v6]
+		for _, role := range []string{"client", "server"} {
+			s.run(t, fmt.Sprintf("rdmacm/cmatose-tos/%s/softrdma-%s", ipv, role), 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+				return s.runCMA(t, ctx, tos, v6, role)
+			}, tosWire(role, tos.conns, tos.count, tos.tos))
+		}
+	}
+	// ACK timeout (-a) on both sides.
+	ack := cmaCase{tool: "cmatose", conns: 2, count: 10, ackTimeout: 16}
+	for _, role := range []string{"client", "server"} {
+		s.run(t, "rdmacm/cmatose-ack-timeout/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runCMA(t, ctx, ack, false, role)
+		}, ackTimeoutWire(role, ack.conns, ack.count, ack.ackTimeout))
+	}
+	// rping -q on both sides: each creates its QP with verbs and moves it
+	// with rdma_init_qp_attr's attributes.
+	for _, role := range []string{"client", "server"} {
+		s.run(t, "rdmacm/rping-q/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runRping(t, ctx, false, role, pings, pingSize, "-q")
+		}, cmWire(role, 1, 0, false))
+	}
+	// Migration (-m) on both sides: each moves its IDs to a new event
+	// channel after the data transfers and disconnects from there.
+	mig := cmaCase{tool: "cmatose", conns: 2, count: 10, migrate: true}
+	for _, role := range []string{"client", "server"} {
+		s.run(t, "rdmacm/cmatose-migrate/ipv4/softrdma-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+			return s.runCMA(t, ctx, mig, false, role)
+		}, cmWire(role, mig.conns, mig.count, false))
 	}
 	s.run(t, "rdmacm/rping-P/ipv4/softrdma-server", 2*time.Minute, func(t *testing.T, ctx context.Context) error {
 		return s.runRpingPersistent(t, ctx, 5, pingSize)

@@ -34,6 +34,11 @@ type Packet struct {
 	// one of the link's local addresses (its port is ignored: the link fills
 	// it). On receive both are set by the link.
 	Src, Dst netip.AddrPort
+	// TClass is the IP traffic class the packet leaves with: the IPv4 TOS
+	// byte or the IPv6 Traffic Class (DSCP and ECN), which RoCEv2 takes
+	// from the GRH's traffic class. Links that cannot see it on receive
+	// leave it zero there.
+	TClass uint8
 }
 
 // Data returns the packet bytes, Buf[:N].
@@ -41,12 +46,13 @@ func (p *Packet) Data() []byte { return p.Buf[:p.N] }
 
 var pool = sync.Pool{New: func() any { return &Packet{Buf: make([]byte, BufSize)} }}
 
-// Get returns an empty packet from the shared pool: no bytes and no
-// endpoints, whatever the packet carried when it was put back.
+// Get returns an empty packet from the shared pool: no bytes, no
+// endpoints and traffic class 0, whatever the packet carried when it was put back.
 func Get() *Packet {
 	p := pool.Get().(*Packet)
 	p.N = 0
 	p.Src, p.Dst = netip.AddrPort{}, netip.AddrPort{}
+	p.TClass = 0
 	return p
 }
 

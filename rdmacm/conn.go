@@ -164,7 +164,7 @@ func (id *ID) onListenEvent(c *cm.Conn, ev *cm.Event) {
 		return
 	}
 	child := &ID{s: id.s, ch: id.ch, sync: id.sync, ps: id.ps, parent: id, dev: dev,
-		sgid: ev.From.SGIDIndex, conn: c, state: idConnRequest,
+		sgid: ev.From.SGIDIndex, conn: c, state: idConnRequest, psn: randomPSN(),
 		src: netip.AddrPortFrom(hf.DstAddr.Unmap(), id.src.Port()),
 		dst: netip.AddrPortFrom(hf.SrcAddr.Unmap(), hf.SrcPort)}
 	if child.sync {
@@ -189,7 +189,7 @@ func (id *ID) onListenEvent(c *cm.Conn, ev *cm.Event) {
 	if id.sync {
 		id.requests.post(out)
 	} else {
-		id.ch.post(out)
+		child.post(out) // on the listener's channel, which the child was given
 	}
 }
 
@@ -255,7 +255,7 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 		err = c.SendREQ(&cm.REQParams{ServiceID: id.serviceID(id.dst.Port()), Path: path, QPType: verbs.RC,
 			QPN: qpn, StartingPSN: id.psn, ResponderResources: cp.ResponderResources,
 			InitiatorDepth: cp.InitiatorDepth, RetryCount: min(cp.RetryCount, 7), RNRRetryCount: min(cp.RNRRetryCount, 7),
-			PathMTU: mtu, LocalACKTimeout: ackTimeout, SRQ: cp.SRQ, PrivateData: pd[:n]})
+			PathMTU: mtu, LocalACKTimeout: id.ackTimeoutLocked(ackTimeout), SRQ: cp.SRQ, PrivateData: pd[:n]})
 	}
 	if err != nil {
 		id.conn, id.state = nil, idRouteResolved
@@ -278,7 +278,8 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 // and announces in the REQ: 4.096 µs * 2^14, about 67 ms. (Linux announces
 // 19, about 2 s, derived from its RoCE packet lifetime; a shorter one makes
 // retransmission and time wait quicker on the low-latency links softrdma
-// runs on.) The passive side uses the REQ's value.
+// runs on.) The passive side uses the REQ's value. SetACKTimeout overrides
+// either.
 const ackTimeout = 14
 
 func (id *ID) maxPrivateData() int {
@@ -330,13 +331,12 @@ func (id *ID) Accept(ctx context.Context, p *ConnParam) error {
 	}
 	r := id.req
 	qpn := cp.QPNum
-	id.psn = randomPSN()
 	if id.qp != nil {
 		qpn = id.qp.QPN()
 		resp := min(cp.ResponderResources, r.InitiatorDepth)
 		init := min(cp.InitiatorDepth, r.ResponderResources)
 		if err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, verbs.MTU(r.PathMTU), resp, init,
-			r.PrimaryPath.LocalACKTimeout, r.RetryCount, cp.RNRRetryCount); err != nil {
+			id.ackTimeoutLocked(r.PrimaryPath.LocalACKTimeout), r.RetryCount, cp.RNRRetryCount); err != nil {
 			id.mu.Unlock()
 			return err
 		}
@@ -393,24 +393,37 @@ func (id *ID) releasePendingLocked() {
 // its sender expects to receive, so each side sends from the PSN in the
 // other side's message (and a Linux peer NAKs anything else).
 func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU, maxDestRd, maxRd, timeout, retry, rnr uint8) error {
+	a, mask := id.rtrAttrLocked(destQPN, rqPSN, mtu, maxDestRd)
+	if err := id.qp.Modify(&a, mask); err != nil {
+		return err
+	}
+	a, mask = rtsAttr(sqPSN, maxRd, timeout, retry, rnr)
+	return id.qp.Modify(&a, mask)
+}
+
+// rtrAttrLocked are the attributes that move the ID's RC QP to RTR: the
+// path's address vector, the MTU (at most the port's), the peer's QPN and
+// the PSN expected from it.
+func (id *ID) rtrAttrLocked(destQPN wire.QPN, rqPSN wire.PSN, mtu verbs.MTU, maxDestRd uint8) (verbs.QPAttr, verbs.AttrMask) {
 	if pa, err := id.dev.dev.QueryPort(1); err == nil && (mtu == 0 || mtu > pa.ActiveMTU) {
 		mtu = pa.ActiveMTU
 	}
 	ah := verbs.AHAttr{DGID: wire.GIDFromAddr(id.dst.Addr()), SGIDIndex: id.sgid, HopLimit: 64, PortNum: 1}
 	if id.conn != nil {
 		p := id.conn.Path()
-		ah.DGID, ah.SGIDIndex, ah.FlowLabel = p.DGID, p.SGIDIndex, p.FlowLabel
+		ah.DGID, ah.SGIDIndex, ah.FlowLabel, ah.TrafficClass = p.DGID, p.SGIDIndex, p.FlowLabel, p.TrafficClass
 	}
-	err := id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
-		RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
-		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|
-			verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
-	if err != nil {
-		return err
-	}
-	return id.qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: sqPSN, Timeout: timeout,
-		RetryCnt: min(retry, 7), RNRRetry: min(rnr, 7), MaxRdAtomic: int(max(maxRd, 1))},
-		verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxQPRdAtomic)
+	return verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
+			RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
+		verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN |
+			verbs.AttrMaxDestRdAtomic | verbs.AttrMinRNRTimer
+}
+
+// rtsAttr are the attributes that move an RC QP from RTR to RTS.
+func rtsAttr(sqPSN wire.PSN, maxRd, timeout, retry, rnr uint8) (verbs.QPAttr, verbs.AttrMask) {
+	return verbs.QPAttr{State: verbs.StateRTS, SQPSN: sqPSN, Timeout: timeout,
+			RetryCnt: min(retry, 7), RNRRetry: min(rnr, 7), MaxRdAtomic: int(max(maxRd, 1))},
+		verbs.AttrState | verbs.AttrSQPSN | verbs.AttrTimeout | verbs.AttrRetryCnt | verbs.AttrRNRRetry | verbs.AttrMaxQPRdAtomic
 }
 
 // Reject refuses an incoming connection (rdma_reject) with private data;
@@ -553,7 +566,7 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 		id.state = idEstablished
 		p := c.Path()
 		id.peerUD = UDParam{PrivateData: copyBytes(ev.PrivateData),
-			AH:    verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, HopLimit: 64, PortNum: 1},
+			AH:    verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, HopLimit: 64, TrafficClass: p.TrafficClass, PortNum: 1},
 			QPNum: r.QPN, QKey: r.QKey}
 		out = &Event{Type: EventEstablished, UD: id.peerUD}
 	}
@@ -577,6 +590,7 @@ func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
 		return nil
 	}
 	r := ev.REP
+	id.rep = r
 	peer := ConnParam{PrivateData: copyBytes(ev.PrivateData), ResponderResources: r.ResponderResources,
 		InitiatorDepth: r.InitiatorDepth, FlowControl: r.EndToEndFlowControl, RNRRetryCount: r.RNRRetryCount,
 		SRQ: r.SRQ, QPNum: r.LocalQPN}
@@ -590,7 +604,7 @@ func (id *ID) onREPLocked(c *cm.Conn, ev *cm.Event) *Event {
 	}
 	err := id.toRTSLocked(r.LocalQPN, id.psn, r.StartingPSN, mtu,
 		min(id.param.ResponderResources, r.InitiatorDepth), min(id.param.InitiatorDepth, r.ResponderResources),
-		ackTimeout, id.param.RetryCount, r.RNRRetryCount)
+		id.ackTimeoutLocked(ackTimeout), id.param.RetryCount, r.RNRRetryCount)
 	if err != nil {
 		c.SendREJ(mad.RejectConsumer, nil, nil)
 		id.state = idDisconnected

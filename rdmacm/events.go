@@ -275,6 +275,30 @@ func (ch *EventChannel) post(ev *Event) {
 	}
 }
 
+// enqueue queues ev unless the channel has a handler, and reports whether
+// it did (a closed channel drops it and reports true).
+func (ch *EventChannel) enqueue(ev *Event) bool {
+	ch.mu.Lock()
+	if ch.handle != nil {
+		ch.mu.Unlock()
+		return false
+	}
+	if !ch.closed {
+		ch.q = append(ch.q, ev)
+	}
+	ch.mu.Unlock()
+	ch.wake()
+	return true
+}
+
+// wake tells a waiting Get to look at the queue.
+func (ch *EventChannel) wake() {
+	select {
+	case ch.notify <- struct{}{}:
+	default:
+	}
+}
+
 // handleWith has h take the events queued and every later one (see
 // handle).
 func (ch *EventChannel) handleWith(h func(*Event)) {

@@ -206,7 +206,10 @@ const (
 // ID is an rdma_cm identifier (struct rdma_cm_id): an endpoint that
 // resolves, listens or connects.
 type ID struct {
-	s    *CM
+	s *CM
+	// chMu guards ch, which MigrateID changes, and orders each post with
+	// a migration. Lock order: mu, chMu, then a channel's mu.
+	chMu sync.Mutex
 	ch   *EventChannel
 	sync bool // no event channel given: calls block
 	ps   PortSpace
@@ -228,10 +231,14 @@ type ID struct {
 	psn       wire.PSN
 	param     ConnParam // ours, from Connect/Accept
 	req       *mad.REQFields
+	rep       *mad.REPFields // active: the peer's REP
 	peerUD    UDParam
 	sidrConn  bool
 	requests  *EventChannel       // sync listener: CONNECT_REQUEST queue
 	mcast     map[netip.Addr]bool // joined groups (multicast.go); true: the QP is attached
+	tos       uint8               // SetTOS: the traffic class of the connections it initiates
+	ackTO     uint8               // SetACKTimeout: the local ACK timeout of its QP
+	ackTOSet  bool
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id). With a nil
@@ -299,7 +306,13 @@ func (id *ID) SGIDIndex() int {
 
 func (id *ID) post(ev *Event) {
 	ev.ID = id
-	id.ch.post(ev)
+	id.chMu.Lock()
+	ch := id.ch
+	queued := ch.enqueue(ev)
+	id.chMu.Unlock()
+	if !queued {
+		ch.post(ev) // a channel with a handler (Dial's, Listen's): never migrated
+	}
 }
 
 // waitFor waits, on a synchronous ID, for the event that ends a call.
@@ -430,9 +443,11 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 // pathLocked is the path of a connection the ID initiates, with the flow
 // label Linux's rdma_cm gives it (from the two rdma_cm ports), which the
 // REQ carries to the peer: both QPs send from the UDP source port it gives.
+// Its traffic class is the ID's type of service (SetTOS), which the REQ
+// carries too.
 func (id *ID) pathLocked() cm.Path {
 	return cm.Path{SGIDIndex: id.sgid, DGID: wire.GIDFromAddr(id.dst.Addr()), HopLimit: 64,
-		FlowLabel: mad.RoCEFlowLabel(id.src.Port(), id.dst.Port())}
+		FlowLabel: mad.RoCEFlowLabel(id.src.Port(), id.dst.Port()), TrafficClass: id.tos}
 }
 
 func (id *ID) serviceID(port uint16) uint64 { return mad.ServiceID(id.ps, port) }

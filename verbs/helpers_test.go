@@ -35,9 +35,10 @@ type pairOpts struct {
 	rnr     uint8
 	minRNR  uint8
 	devOpts *Options
-	cqe     int // CQ depth; 0 means 4*wr
-	srq     int // if > 0, each QP receives from its own SRQ of this many WRs
-	queue   int // loop.Config.QueueLen; 0 means loop's default
+	cqe     int      // CQ depth; 0 means 4*wr
+	srq     int      // if > 0, each QP receives from its own SRQ of this many WRs
+	queue   int      // loop.Config.QueueLen; 0 means loop's default
+	tclass  [2]uint8 // the traffic class of qa's and qb's address vectors
 }
 
 func newDevicesLoop(t testing.TB, o *pairOpts) (*loop.Network, *Device, *Device) {
@@ -158,7 +159,10 @@ func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn wire.PSN) 
 	mask = AttrState
 	if o.typ != UD {
 		a.PathMTU, a.DestQPN, a.RQPSN = o.mtu, peerQP.QPN(), rqpsn
-		a.AH = AHAttr{DGID: peer.GIDs()[0], PortNum: 1}
+		a.AH = AHAttr{DGID: peer.GIDs()[0], PortNum: 1, TrafficClass: o.tclass[0]}
+		if qp == p.qb {
+			a.AH.TrafficClass = o.tclass[1]
+		}
 		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 		if o.typ == RC {
 			a.MaxDestRdAtomic, a.MinRNRTimer = 16, o.minRNR

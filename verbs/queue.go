@@ -77,6 +77,7 @@ type swqe struct {
 	aw       [8]byte   // ATOMIC_WRITE's data
 	src      netip.Addr
 	dst      netip.AddrPort
+	tclass   uint8 // UD: the AH's traffic class
 	rqpn     wire.QPN
 	qkey     wire.QKey
 	signaled bool

@@ -448,13 +448,15 @@ func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
 }
 
 // finishPacketLocked pads a packet whose headers and n payload bytes are in
-// place and addresses it to the connected peer.
+// place and addresses it to the connected peer, with the traffic class of
+// the QP's address vector.
 func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
 	end := hl + n + wire.PadFor(n)
 	clear(p.Buf[hl+n : end])
 	p.N = end + wire.ICRCLen
 	p.Src = netip.AddrPortFrom(qp.src, qp.sport)
 	p.Dst = qp.dst
+	p.TClass = qp.attr.AH.TrafficClass
 }
 
 // handleUCLocked is the UC responder: no ACKs; a PSN gap drops the rest of

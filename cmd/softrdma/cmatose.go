@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/verbs"
@@ -19,16 +20,21 @@ import (
 )
 
 type cmaTest struct {
-	name        string // "cmatose" or "udaddy"
-	ud          bool
-	conns       int
-	size, count int
-	out         io.Writer
-	ch          *rdmacm.EventChannel
-	nodes       []*cmaNode
-	connIndex   int
-	connectLeft int
-	discLeft    int
+	name          string // "cmatose" or "udaddy"
+	ud            bool
+	conns         int
+	size, count   int
+	out           io.Writer
+	ch            *rdmacm.EventChannel
+	nodes         []*cmaNode
+	connIndex     int
+	connectLeft   int
+	discLeft      int
+	tos           uint8 // -t
+	setTOS        bool
+	ackTimeout    uint8 // -a
+	setACKTimeout bool
+	migrate       bool // -m
 }
 
 type cmaNode struct {
@@ -59,8 +65,14 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 	conns := fs.Int("c", 1, "connections")
 	count := fs.Int("C", 10, "message count")
 	size := fs.Int("S", 100, "message size")
-	fs.String("t", "", "type of service (accepted, not applied)")
+	tosFlag := fs.String("t", "", "type of service of the client's connections: the IP TOS / traffic class byte, decimal or 0x hex (rdma_set_option RDMA_OPTION_ID_TOS)")
 	fs.String("f", "ip", "address format (ip or name)")
+	var ackFlag *string
+	migrate := new(bool)
+	if name == "cmatose" {
+		migrate = fs.Bool("m", false, "after the data transfers, move every ID (and the server's listener) to a new event channel and go on there (rdma_migrate_id)")
+		ackFlag = fs.String("a", "", "local ACK timeout of each QP, 0 to 31 (4.096 us * 2^N), on either side (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT); default: rdma_cm's")
+	}
 	var port *string
 	if name == "udaddy" {
 		fs.String("P", "udp", "port space (udp)")
@@ -93,6 +105,21 @@ func runCMATest(ctx context.Context, name string, args []string, out io.Writer) 
 	}
 	t := &cmaTest{name: name, ud: name == "udaddy", conns: *conns, size: *size, count: *count, out: out,
 		ch: rdmacm.NewEventChannel(), connectLeft: *conns}
+	if *tosFlag != "" {
+		v, err := strconv.ParseUint(*tosFlag, 0, 8)
+		if err != nil {
+			return fmt.Errorf("type of service %q: want 0 to 255", *tosFlag)
+		}
+		t.tos, t.setTOS = uint8(v), true
+	}
+	if ackFlag != nil && *ackFlag != "" {
+		v, err := strconv.ParseUint(*ackFlag, 0, 8)
+		if err != nil || v > 31 {
+			return fmt.Errorf("ACK timeout %q: want 0 to 31", *ackFlag)
+		}
+		t.ackTimeout, t.setACKTimeout = uint8(v), true
+	}
+	t.migrate = *migrate
 	if t.size == 0 {
 		t.count = 0
 	}
@@ -265,11 +292,29 @@ func (t *cmaTest) replyAH(n *cmaNode, wc *verbs.WC) error {
 	return nil
 }
 
+// applyACKTimeout sets -a's ACK timeout on id, as cmatose does on both
+// sides (a failure is reported and the test goes on).
+func (t *cmaTest) applyACKTimeout(id *rdmacm.ID) {
+	if !t.setACKTimeout {
+		return
+	}
+	if err := id.SetACKTimeout(t.ackTimeout); err != nil {
+		t.printf("%s: set ack timeout option failed: %v\n", t.name, err)
+	}
+}
+
 // event handles one rdma_cm event as the C tools' cma_handler does.
 func (t *cmaTest) event(ctx context.Context, ev *rdmacm.Event) error {
 	n, _ := ev.ID.Context.(*cmaNode)
 	switch ev.Type {
 	case rdmacm.EventAddrResolved:
+		if t.setTOS {
+			// As the C tools: a failure is reported and the test goes on.
+			if err := n.id.SetTOS(t.tos); err != nil {
+				t.printf("%s: set TOS option failed: %v\n", t.name, err)
+			}
+		}
+		t.applyACKTimeout(n.id)
 		return n.id.ResolveRoute(ctx)
 	case rdmacm.EventRouteResolved:
 		err := t.initNode(n)
@@ -325,6 +370,7 @@ func (t *cmaTest) connectHandler(ctx context.Context, ev *rdmacm.Event) error {
 	t.connIndex++
 	err := t.initNode(n)
 	if err == nil {
+		t.applyACKTimeout(n.id)
 		err = t.postRecvs(n)
 	}
 	if err == nil {
@@ -420,6 +466,11 @@ func (t *cmaTest) runServer(ctx context.Context, bind string, port uint16, df *d
 		}
 		t.printf("data transfers complete\n")
 	}
+	if t.migrate {
+		if err := t.migrateChannel(lid); err != nil {
+			return err
+		}
+	}
 	t.printf("cmatose: disconnecting\n")
 	for _, n := range t.nodes {
 		if n.connected {
@@ -491,9 +542,38 @@ func (t *cmaTest) runClient(ctx context.Context, bind, dst string, port uint16, 
 		}
 		t.printf("data transfers complete\n")
 	}
+	if t.migrate {
+		if err := t.migrateChannel(nil); err != nil {
+			return err
+		}
+	}
 	err = t.loop(ctx, &t.discLeft)
 	t.destroyNodes()
 	return err
+}
+
+// migrateChannel moves the listener (if any) and every node's ID to a new
+// event channel, as cmatose -m does; the test goes on with that channel.
+// Events already queued for them move with them.
+func (t *cmaTest) migrateChannel(listen *rdmacm.ID) error {
+	t.printf("migrating to new event channel\n")
+	ch := rdmacm.NewEventChannel()
+	var err error
+	if listen != nil {
+		err = listen.MigrateID(ch)
+	}
+	for _, n := range t.nodes {
+		if err == nil && n.id != nil {
+			err = n.id.MigrateID(ch)
+		}
+	}
+	if err != nil {
+		t.printf("%s: failure migrating to channel: %v\n", t.name, err)
+		return err
+	}
+	t.ch.Close()
+	t.ch = ch
+	return nil
 }
 
 func (t *cmaTest) destroyNodes() {

@@ -36,6 +36,7 @@ const (
 type pingOpts struct {
 	server, verbose, validate, debug bool
 	persistent                       bool // -P
+	selfQP                           bool // -q
 	count, size                      int
 	out                              io.Writer
 }
@@ -59,10 +60,11 @@ func runPing(ctx context.Context, args []string, out io.Writer) error {
 	validate := fs.Bool("V", false, "validate ping data")
 	debug := fs.Bool("d", false, "debug output")
 	persistent := fs.Bool("P", false, "persistent server: keep accepting connections, serving them at once, until interrupted")
+	selfQP := fs.Bool("q", false, "create the QP with verbs and move it through its states with rdma_init_qp_attr's attributes, not rdma_create_qp")
 	df := addDevFlags(fs, false)
 	fs.Usage = usageFunc(fs, "ping -s [-a ADDR] [flags]   (server)\nping -c -a SERVER [flags]   (client)",
 		"rping: an RDMA READ/WRITE ping-pong over an rdma_cm connection, with rping's flags and output.")
-	pos, err := parseFlags(fs, splitShortFlags(args, "scvVdP"), out)
+	pos, err := parseFlags(fs, splitShortFlags(args, "scvVdPq"), out)
 	if err != nil {
 		return err
 	}
@@ -85,7 +87,7 @@ func runPing(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("invalid port %d", *port)
 	}
 	o := &pingOpts{server: *server, verbose: *verbose, validate: *validate, debug: *debug,
-		count: *count, size: *size, out: out, persistent: *persistent}
+		count: *count, size: *size, out: out, persistent: *persistent, selfQP: *selfQP}
 	if *server {
 		bind := netip.IPv4Unspecified()
 		if *addr != "" {
@@ -141,8 +143,20 @@ func newPingConn(o *pingOpts, id *rdmacm.ID) (*pingConn, error) {
 	if c.cq, err = dev.CreateCQ(32, nil); err != nil {
 		return nil, err
 	}
-	if c.qp, err = id.CreateQP(c.pd, verbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
-		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	init := verbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
+		Cap: verbs.QPCap{MaxSendWR: 16, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	if o.selfQP {
+		// rping -q: the application's own QP, in INIT with no remote
+		// access until the CM's attributes move it on (selfModify).
+		init.Type = verbs.RC
+		if c.qp, err = c.pd.CreateQP(init); err != nil {
+			return nil, err
+		}
+		if err := c.qp.Modify(&verbs.QPAttr{State: verbs.StateInit, PKeyIndex: 0, PortNum: 1},
+			verbs.AttrState|verbs.AttrPKeyIndex|verbs.AttrPort|verbs.AttrAccessFlags); err != nil {
+			return c, err
+		}
+	} else if c.qp, err = id.CreateQP(c.pd, init); err != nil {
 		return nil, err
 	}
 	o.debugf("created pd, cq and qp %#x\n", c.qp.QPN())
@@ -167,6 +181,31 @@ func newPingConn(o *pingOpts, id *rdmacm.ID) (*pingConn, error) {
 	return c, c.postRecv()
 }
 
+// selfModify moves a -q QP to INIT, RTR and RTS with the attributes the
+// CM gives for the ID's connection (rping_self_modify_qp).
+func (c *pingConn) selfModify(id *rdmacm.ID) error {
+	for _, st := range []verbs.QPState{verbs.StateInit, verbs.StateRTR, verbs.StateRTS} {
+		a, mask, err := id.InitQPAttr(st)
+		if err == nil {
+			err = c.qp.Modify(&a, mask)
+		}
+		if err != nil {
+			return fmt.Errorf("rping_modify_qp: %v: %w", st, err)
+		}
+	}
+	c.o.debugf("qp %#x moved to RTS\n", c.qp.QPN())
+	return nil
+}
+
+// disconnect ends the connection (rping_disconnect): a -q QP goes to the
+// error state first, as nothing else moves it.
+func (c *pingConn) disconnect(id *rdmacm.ID) {
+	if c.o.selfQP {
+		c.qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
+	}
+	id.Disconnect()
+}
+
 func (c *pingConn) postRecv() error {
 	return c.qp.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{c.recvMR.SGE(0, rpingInfoLen)}}})
 }
@@ -178,7 +217,11 @@ func (c *pingConn) free() {
 		}
 	}
 	if c.qp != nil {
-		c.id.DestroyQP()
+		if c.o.selfQP {
+			c.qp.Destroy()
+		} else {
+			c.id.DestroyQP()
+		}
 	}
 	if c.cq != nil {
 		c.cq.Destroy()
@@ -298,11 +341,24 @@ func pingClient(ctx context.Context, o *pingOpts, src netip.Addr, dst netip.Addr
 	if err != nil {
 		return err
 	}
-	if err := id.Connect(ctx, &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+	cp := &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	connected := rdmacm.EventEstablished
+	if o.selfQP {
+		cp.QPNum, connected = c.qp.QPN(), rdmacm.EventConnectResponse
+	}
+	if err := id.Connect(ctx, cp); err != nil {
 		return err
 	}
-	if _, err := expect(ctx, ch, rdmacm.EventEstablished); err != nil {
+	if _, err := expect(ctx, ch, connected); err != nil {
 		return fmt.Errorf("connect error: %w", err)
+	}
+	if o.selfQP {
+		if err := c.selfModify(id); err != nil {
+			return err
+		}
+		if err := id.Establish(); err != nil {
+			return fmt.Errorf("rdma_establish: %w", err)
+		}
 	}
 	o.debugf("rdma_connect successful\n")
 	done := make(chan struct{})
@@ -311,7 +367,7 @@ func pingClient(ctx context.Context, o *pingOpts, src netip.Addr, dst netip.Addr
 	defer func() { stopWatch(); <-done }()
 
 	runErr := c.clientLoop(ctx)
-	id.Disconnect()
+	c.disconnect(id)
 	select {
 	case <-c.gone:
 	case <-time.After(3 * time.Second):
@@ -412,8 +468,16 @@ func pingServe(ctx context.Context, o *pingOpts, ev *rdmacm.Event, ch cmEvents) 
 		child.Reject(nil)
 		return err
 	}
-	if err := child.Accept(ctx, &rdmacm.ConnParam{ResponderResources: ev.Conn.ResponderResources,
-		InitiatorDepth: ev.Conn.InitiatorDepth, RNRRetryCount: 7}); err != nil {
+	cp := &rdmacm.ConnParam{ResponderResources: ev.Conn.ResponderResources,
+		InitiatorDepth: ev.Conn.InitiatorDepth, RNRRetryCount: 7}
+	if o.selfQP {
+		if err := c.selfModify(child); err != nil {
+			child.Reject(nil)
+			return err
+		}
+		cp.QPNum = c.qp.QPN()
+	}
+	if err := child.Accept(ctx, cp); err != nil {
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
 	if _, err := expect(ctx, ch, rdmacm.EventEstablished); err != nil {
@@ -425,7 +489,7 @@ func pingServe(ctx context.Context, o *pingOpts, ev *rdmacm.Event, ch cmEvents) 
 	go c.watch(wctx, ch, done)
 	defer func() { stopWatch(); <-done }()
 	runErr := c.serverLoop(ctx)
-	child.Disconnect()
+	c.disconnect(child)
 	if errors.Is(runErr, errDisconnected) {
 		return nil
 	}

@@ -57,6 +57,14 @@ type Report struct {
 	// counted in SentOps and ReceivedOps as UD SEND_ONLY. A packet to QP1
 	// whose payload is not a MAD is a problem.
 	SentMADs, ReceivedMADs map[string]int
+	// SentTClasses and ReceivedTClasses count the RoCE packets other than
+	// MADs (those not to QP1) by IP traffic class: the IPv4 TOS byte or
+	// the IPv6 Traffic Class. REQTClasses counts the CM REQs in either
+	// direction by their primary path's traffic class.
+	SentTClasses, ReceivedTClasses, REQTClasses map[uint8]int
+	// SentREQACKTimeouts and ReceivedREQACKTimeouts count the CM REQs each
+	// way by their primary path's local ACK timeout.
+	SentREQACKTimeouts, ReceivedREQACKTimeouts map[uint8]int
 
 	seen       map[seenKey]bool
 	flows      []flow   // every RoCE packet, for the source-port check
@@ -209,7 +217,9 @@ func (rep *Report) checkPorts() {
 
 func newReport() *Report {
 	return &Report{SentOps: map[string]int{}, ReceivedOps: map[string]int{},
-		SentMADs: map[string]int{}, ReceivedMADs: map[string]int{}, seen: map[seenKey]bool{}}
+		SentMADs: map[string]int{}, ReceivedMADs: map[string]int{}, seen: map[seenKey]bool{},
+		SentTClasses: map[uint8]int{}, ReceivedTClasses: map[uint8]int{}, REQTClasses: map[uint8]int{},
+		SentREQACKTimeouts: map[uint8]int{}, ReceivedREQACKTimeouts: map[uint8]int{}}
 }
 
 // add checks one Ethernet frame.
@@ -244,8 +254,19 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 					if fl := mad.REQ(m.Data()).PrimaryPath().FlowLabel(); fl != 0 {
 						rep.flowLabels = append(rep.flowLabels, fl)
 					}
+					pp := mad.REQ(m.Data()).PrimaryPath()
+					rep.REQTClasses[pp.TrafficClass()]++
+					if sent {
+						rep.SentREQACKTimeouts[pp.LocalACKTimeout()]++
+					} else {
+						rep.ReceivedREQACKTimeouts[pp.LocalACKTimeout()]++
+					}
 				}
 			}
+		} else if sent {
+			rep.SentTClasses[ipTClass(ip)]++
+		} else {
+			rep.ReceivedTClasses[ipTClass(ip)]++
 		}
 		if a := pkt.AETH(); a != nil {
 			nak = a.Syndrome().IsNAK()
@@ -297,6 +318,15 @@ func (rep *Report) add(n int, frame []byte, senders []netip.Addr) {
 			rep.ReceivedProblems = append(rep.ReceivedProblems, fmt.Sprintf("frame %d %v->%v: %s", n, fr.Src, fr.Dst, problem))
 		}
 	}
+}
+
+// ipTClass returns the traffic class of an IP header: the IPv4 TOS byte
+// or the IPv6 Traffic Class (SplitIP has checked the header is there).
+func ipTClass(ip []byte) uint8 {
+	if ip[0]>>4 == 4 {
+		return ip[1]
+	}
+	return ip[0]<<4 | ip[1]>>4
 }
 
 // madString names a MAD: the CM message ("REQ"), or its class and

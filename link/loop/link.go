@@ -146,6 +146,7 @@ func (l *Link) send1(p *link.Packet) error {
 	q.N = copy(q.Buf, p.Data())
 	q.Src = netip.AddrPortFrom(src, sport)
 	q.Dst = dst
+	q.TClass = p.TClass
 
 	v, filter := n.dice.Roll(q.N)
 	if filter != nil && filter(q) {
@@ -168,7 +169,7 @@ func (l *Link) send1(p *link.Packet) error {
 	if v.Dup {
 		q2 = link.Get()
 		q2.N = copy(q2.Buf, q.Data())
-		q2.Src, q2.Dst = q.Src, q.Dst
+		q2.Src, q2.Dst, q2.TClass = q.Src, q.Dst, q.TClass
 		n.stats.duplicated.Add(1)
 	}
 	if v.Delay > 0 {

@@ -3,9 +3,12 @@
 //
 // A link carries only UDP payloads (BTH through ICRC) and their endpoints, so
 // the tap rebuilds the IP and UDP headers around each packet, as link/udp
-// sends them: IPv4 with Identification 0, Don't Fragment, TTL 64, TOS 0 and a
-// correct header checksum, or IPv6 with hop limit 64, traffic class and flow
-// label 0; UDP with a correct checksum. The file has link type RAW (101):
+// sends them: IPv4 with Identification 0, Don't Fragment, TTL 64, the
+// packet's traffic class (link.Packet.TClass) as TOS and a correct header
+// checksum, or IPv6 with hop limit 64, the packet's traffic class and flow
+// label 0; UDP with a correct checksum. Received packets are written with
+// the traffic class the link reports (link/udp reports 0: a UDP socket does
+// not see the sender's). The file has link type RAW (101):
 // each record starts at the IP header.
 //
 // Sent packets are written with the source address the link sends from and
@@ -98,13 +101,13 @@ func Create(path string) (*Writer, error) {
 // the package documentation. Zones are ignored.
 func Frame(src, dst netip.AddrPort, pkt []byte) ([]byte, error) {
 	buf := gopacket.NewSerializeBuffer()
-	if err := frame(buf, src, dst, pkt); err != nil {
+	if err := frame(buf, src, dst, 0, pkt); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, pkt []byte) error {
+func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, tclass uint8, pkt []byte) error {
 	s, d := src.Addr().Unmap().WithZone(""), dst.Addr().Unmap().WithZone("")
 	if !s.IsValid() || !d.IsValid() || s.Is4() != d.Is4() {
 		return fmt.Errorf("pcap: cannot frame %v -> %v", src, dst)
@@ -113,7 +116,7 @@ func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, pkt []byte) er
 	var ip gopacket.SerializableLayer
 	if s.Is4() {
 		ip4 := &layers.IPv4{
-			Version: 4, IHL: 5, TTL: 64, Flags: layers.IPv4DontFragment,
+			Version: 4, IHL: 5, TOS: tclass, TTL: 64, Flags: layers.IPv4DontFragment,
 			Protocol: layers.IPProtocolUDP, SrcIP: net.IP(s.AsSlice()), DstIP: net.IP(d.AsSlice()),
 		}
 		fr := wire.Framing{Src: s, Dst: d, SrcPort: src.Port(), DstPort: dst.Port(), IPv4Frag: wire.IPv4DontFragment}
@@ -129,7 +132,7 @@ func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, pkt []byte) er
 		ip = ip4
 	} else {
 		ip6 := &layers.IPv6{
-			Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP,
+			Version: 6, TrafficClass: tclass, HopLimit: 64, NextHeader: layers.IPProtocolUDP,
 			SrcIP: net.IP(s.AsSlice()), DstIP: net.IP(d.AsSlice()),
 		}
 		if err := udp.SetNetworkLayerForChecksum(ip6); err != nil {
@@ -141,14 +144,21 @@ func frame(buf gopacket.SerializeBuffer, src, dst netip.AddrPort, pkt []byte) er
 	return gopacket.SerializeLayers(buf, opts, ip, udp, gopacket.Payload(pkt))
 }
 
-// WritePacket appends one record: pkt (BTH through ICRC) from src to dst.
+// WritePacket appends one record: pkt (BTH through ICRC) from src to dst,
+// with traffic class 0.
 func (w *Writer) WritePacket(src, dst netip.AddrPort, pkt []byte) error {
+	return w.WritePacketClass(src, dst, 0, pkt)
+}
+
+// WritePacketClass appends one record: pkt (BTH through ICRC) from src to
+// dst, with tclass as the IPv4 TOS byte or IPv6 Traffic Class.
+func (w *Writer) WritePacketClass(src, dst netip.AddrPort, tclass uint8, pkt []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	if err := frame(w.buf, src, dst, pkt); err != nil {
+	if err := frame(w.buf, src, dst, tclass, pkt); err != nil {
 		return err
 	}
 	data := w.buf.Bytes()
@@ -271,7 +281,7 @@ func (l *Link) Send(batch []*link.Packet) error {
 		fr := wire.Framing{Src: src, Dst: p.Dst.Addr().Unmap(), SrcPort: sport, DstPort: p.Dst.Port(),
 			IPv4Frag: wire.IPv4DontFragment}
 		wire.Seal(&fr, p.Data())
-		l.record(netip.AddrPortFrom(src, sport), p.Dst, p.Data())
+		l.record(netip.AddrPortFrom(src, sport), p.Dst, p.TClass, p.Data())
 	}
 	return l.inner.Send(batch)
 }
@@ -291,8 +301,8 @@ func (l *Link) source(src, dst netip.Addr) netip.Addr {
 	return netip.Addr{}
 }
 
-func (l *Link) record(src, dst netip.AddrPort, pkt []byte) {
-	if err := l.w.WritePacket(src, dst, pkt); err != nil && l.log != nil {
+func (l *Link) record(src, dst netip.AddrPort, tclass uint8, pkt []byte) {
+	if err := l.w.WritePacketClass(src, dst, tclass, pkt); err != nil && l.log != nil {
 		l.once.Do(func() { l.log(err) })
 	}
 }
@@ -353,7 +363,7 @@ func (l *Link) Wake() {
 func (l *Link) Start(h link.Handler) error {
 	return l.inner.Start(link.HandlerFunc(func(batch []*link.Packet) {
 		for _, p := range batch {
-			l.record(p.Src, p.Dst, p.Data())
+			l.record(p.Src, p.Dst, p.TClass, p.Data())
 		}
 		h.Receive(batch)
 	}))

@@ -67,8 +67,9 @@ func checkFrame(t *testing.T, ip []byte, src, dst netip.AddrPort) {
 		if fold(sum16(0, h)) != 0xffff {
 			t.Errorf("IPv4 header checksum wrong: % x", h)
 		}
-		if id, frag, ttl, tos := binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]), h[8], h[1]; id != 0 || frag != wire.IPv4DontFragment || ttl != 64 || tos != 0 {
-			t.Errorf("IPv4 id %d frag 0x%04x ttl %d tos %d, want 0, DF, 64, 0", id, frag, ttl, tos)
+		// The TOS byte is the packet's traffic class (TestTapRecordsTrafficClass).
+		if id, frag, ttl := binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]), h[8]; id != 0 || frag != wire.IPv4DontFragment || ttl != 64 {
+			t.Errorf("IPv4 id %d frag 0x%04x ttl %d, want 0, DF, 64", id, frag, ttl)
 		}
 		pseudo = sum16(sum16(0, h[12:20]), []byte{0, 17})
 	} else {

@@ -53,3 +53,23 @@ func putGSO(b []byte, size int) []byte {
 func gsoRefused(err error) bool {
 	return errors.Is(err, syscall.EIO)
 }
+
+// tosSpace is the room an IP_TOS or IPV6_TCLASS control message takes.
+var tosSpace = unix.CmsgSpace(4)
+
+// putTOS writes the control message that sends a datagram with traffic
+// class tc (IP_TOS on an IPv4 socket, IPV6_TCLASS on an IPv6 one) into b,
+// which has tosSpace bytes, and returns it.
+func putTOS(b []byte, tc uint8, is4 bool) []byte {
+	b = b[:tosSpace]
+	clear(b)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	if is4 {
+		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_TOS
+	} else {
+		h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+	}
+	h.SetLen(unix.CmsgLen(4))
+	*(*int32)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = int32(tc)
+	return b
+}

@@ -45,6 +45,7 @@ type sendScratch struct {
 	addrs []net.UDPAddr
 	ips   [][16]byte
 	fr    []wire.Framing // how batch[i] is framed, for its ICRC
+	tc    []uint8        // batch[i]'s traffic class
 	sock  []*socket      // the socket batch[i] leaves by, or nil if it is not sent
 	idx   []int          // the packets one socket sends, in batch order
 
@@ -52,12 +53,12 @@ type sendScratch struct {
 	out   []ipv4.Message
 	outAt []int    // out[k] starts at idx[outAt[k]]
 	gbufs [][]byte // the buffers of GSO runs (their Buffers point here)
-	oob   []byte   // the runs' UDP_SEGMENT control messages
+	oob   []byte   // the messages' UDP_SEGMENT and IP_TOS/IPV6_TCLASS control messages
 }
 
 func (s *sendScratch) grow(n int) {
 	if cap(s.msgs) >= n {
-		s.msgs, s.sock, s.fr = s.msgs[:n], s.sock[:n], s.fr[:n]
+		s.msgs, s.sock, s.fr, s.tc = s.msgs[:n], s.sock[:n], s.fr[:n], s.tc[:n]
 		return
 	}
 	c := max(n, DefaultBatchSize)
@@ -67,10 +68,11 @@ func (s *sendScratch) grow(n int) {
 	s.idx = make([]int, 0, c)
 	s.bufs = make([][]byte, c)
 	s.gbufs = make([][]byte, 0, c)
-	s.oob = make([]byte, 0, c*gsoSpace)
+	s.oob = make([]byte, 0, c*(gsoSpace+tosSpace))
 	s.addrs = make([]net.UDPAddr, c)
 	s.ips = make([][16]byte, c)
 	s.fr = make([]wire.Framing, n, c)
+	s.tc = make([]uint8, n, c)
 	s.sock = make([]*socket, n, c)
 	for i := range c {
 		m := s.msgs[:c]
@@ -86,7 +88,9 @@ func (s *sendScratch) grow(n int) {
 // shorter than a BTH and ICRC is not sent; nor is one the kernel refuses.
 // Send tries the rest and returns the first error (wrapping link.ErrAddress
 // for address problems) and counts each failed packet in TxErrors. A zero
-// Src address picks the link's first address of Dst's family. Send does not
+// Src address picks the link's first address of Dst's family. Each packet
+// leaves with its TClass as the IPv4 TOS or IPv6 Traffic Class (a control
+// message per datagram on Linux; a GSO run shares one). Send does not
 // allocate per packet.
 func (l *Link) Send(batch []*link.Packet) error {
 	if l.closed.Load() {
@@ -198,6 +202,7 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 		IPv4Frag: wire.IPv4DontFragment,
 	}
 
+	s.tc[i] = p.TClass
 	m := &s.msgs[i]
 	s.bufs[i] = p.Data()
 	ua := &s.addrs[i]
@@ -245,9 +250,11 @@ const (
 )
 
 // segment seals the packets idx of one socket and fills s.out with the
-// messages that carry them: with GSO, a run of packets to one destination,
-// all of one size but the last (which may be shorter), up to the kernel's
-// limits, becomes one message; every other packet is a message of its own.
+// messages that carry them: with GSO, a run of packets to one destination
+// and of one traffic class, all of one size but the last (which may be
+// shorter), up to the kernel's limits, becomes one message; every other
+// packet is a message of its own. A message of packets with a nonzero
+// traffic class carries it in an IP_TOS or IPV6_TCLASS control message.
 //
 // The ICRC covers the IPv4 Identification, so each packet is sealed with
 // the one it will have: an unconnected socket sends Don't Fragment
@@ -267,7 +274,7 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 		for gso && j+k < len(idx) && k < gsoMaxSegments {
 			n := idx[j+k]
 			ln := len(s.bufs[n])
-			if ln > size || total+ln > maxBytes || s.ips[n] != s.ips[i] || s.addrs[n].Port != s.addrs[i].Port || s.addrs[n].Zone != s.addrs[i].Zone {
+			if ln > size || total+ln > maxBytes || s.ips[n] != s.ips[i] || s.addrs[n].Port != s.addrs[i].Port || s.addrs[n].Zone != s.addrs[i].Zone || s.tc[n] != s.tc[i] {
 				break
 			}
 			total += ln
@@ -286,17 +293,21 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 			}
 		}
 		m := s.msgs[i]
+		o := len(s.oob)
 		if k > 1 {
 			g := len(s.gbufs)
 			for r := range k {
 				s.gbufs = append(s.gbufs, s.bufs[idx[j+r]])
 			}
 			m.Buffers = s.gbufs[g : g+k : g+k]
-			o := len(s.oob)
-			s.oob = s.oob[:o+gsoSpace]
-			m.OOB = putGSO(s.oob[o:o+gsoSpace], size)
-		} else {
-			m.OOB = nil
+			s.oob = append(s.oob, putGSO(s.oob[len(s.oob):len(s.oob)+gsoSpace], size)...)
+		}
+		if tc := s.tc[i]; tc != 0 {
+			s.oob = append(s.oob, putTOS(s.oob[len(s.oob):len(s.oob)+tosSpace], tc, sk.is4)...)
+		}
+		m.OOB = nil
+		if len(s.oob) > o {
+			m.OOB = s.oob[o:len(s.oob):len(s.oob)]
 		}
 		m.N, m.NN, m.Flags = 0, 0, 0
 		s.out = append(s.out, m)

@@ -358,14 +358,16 @@ func TestSendAllocs(t *testing.T) {
 // between two loopback links, keeping at most a window of packets in flight
 // so the receiver's socket buffer does not overflow. It reports packets/s,
 // bytes/s (MB/s) and allocations (both goroutines; none on Linux), and
-// drops per op if any.
+// drops per op if any. The -tclass runs send every packet with a traffic
+// class (an IP_TOS control message per datagram or GSO run).
 func BenchmarkUDPSendRecv(b *testing.B) {
 	for _, size := range []int{1024, 4096} {
-		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) { benchSendRecv(b, size) })
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) { benchSendRecv(b, size, 0) })
+		b.Run(fmt.Sprintf("%dB-tclass", size), func(b *testing.B) { benchSendRecv(b, size, 0xb8) })
 	}
 }
 
-func benchSendRecv(b *testing.B, size int) {
+func benchSendRecv(b *testing.B, size int, tclass uint8) {
 	tx, rx := pair4(b, Config{})
 	var got atomic.Int64
 	more := make(chan struct{}, 1)
@@ -382,6 +384,7 @@ func benchSendRecv(b *testing.B, size int) {
 	pkts := make([]*link.Packet, batch)
 	for i := range pkts {
 		pkts[i] = linktest.MakePacket(uint32(i), size, linktest.Endpoint(tx), linktest.Endpoint(rx))
+		pkts[i].TClass = tclass
 	}
 	// wait blocks until the receiver has made progress, or gives up after d
 	// and reports false.
