@@ -270,7 +270,7 @@ func (l *Link) Send(pkts []*link.Packet) error {
 func clone(p *link.Packet) *link.Packet {
 	q := link.Get()
 	q.N = copy(q.Buf, p.Data())
-	q.Src, q.Dst = p.Src, p.Dst
+	q.Src, q.Dst, q.TClass = p.Src, p.Dst, p.TClass
 	return q
 }
 

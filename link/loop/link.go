@@ -196,7 +196,7 @@ func (l *Link) send1(p *link.Packet) error {
 			if j < len(tos)-1 {
 				c = link.Get()
 				c.N = copy(c.Buf, pk.Data())
-				c.Src, c.Dst = pk.Src, pk.Dst
+				c.Src, c.Dst, c.TClass = pk.Src, pk.Dst, pk.TClass
 			}
 			if !to.enqueue(c, due, v.Hold && i == 0, now.Add(v.HoldFor)) {
 				link.Put(c)
