@@ -24,6 +24,20 @@ func (c *Core) response(now int64, psn wire.PSN) bool {
 	// outside its outstanding requests).
 	if psn.Before(c.ackedPSN.Add(-1)) || !psn.Before(c.sentPSN()) {
 		c.sink.Count(Duplicate)
+		if psn.Before(c.ackedPSN.Add(-1)) && c.deadline != 0 {
+			// A response to a request already complete (the rest of a
+			// READ answered twice, an atomic's answer repeated) is still
+			// the responder answering in PSN order: what this requester
+			// waits for comes after it, so the silence the ACK timeout
+			// measures has not begun (rxe re-arms its retransmit timer
+			// for every packet its completer handles). Without this a
+			// responder working through a long duplicate READ answer
+			// ran out the timer of an atomic queued behind it seven
+			// times (TestMatrix, MTU 256, under the race detector).
+			// The responder's queue is bounded, so this waits, at most,
+			// until it is drained.
+			c.refreshDeadline()
+		}
 		return false
 	}
 	// Any response to an outstanding request restarts the ACK timer, even

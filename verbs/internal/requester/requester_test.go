@@ -399,6 +399,33 @@ func TestStaleResponses(t *testing.T) {
 	}
 }
 
+// TestStaleResponseDefersTimeout: a response to a request already
+// complete moves the ACK timeout on (the responder is busy answering in
+// PSN order), without resending or spending a retry; silence after it
+// times out as usual. A response to nothing sent does not count.
+func TestStaleResponseDefersTimeout(t *testing.T) {
+	r := newRC(t)
+	r.c.Post(Send, mtu, false)
+	r.c.Post(Send, mtu, false)
+	r.c.Progress(0, Run)
+	r.c.Ack(0, Run, ack, psn0.Add(1))
+	r.take()
+	r.c.Post(Send, mtu, false) // psn0+2
+	r.c.Progress(0, Run)
+	wantPSNs(t, r.take(), psn0.Add(2), 1)
+	r.c.ReadResponse(timeout/2, Run, psn0, make([]byte, mtu), false) // stale: psn0 < ackedPSN-1
+	r.c.Ack(timeout/2, Run, ack, psn0.Add(1000))                     // answers nothing sent
+	r.c.Timer(timeout, Run)
+	if got := r.take(); len(got) != 0 || r.counts[RetryTimeout] != 0 || r.armAt != timeout/2+timeout {
+		t.Fatalf("after a stale response: resent %v, %d timeouts, armed for %d (want %d)", psns(got), r.counts[RetryTimeout], r.armAt, timeout/2+timeout)
+	}
+	r.c.Timer(timeout/2+timeout, Run)
+	wantPSNs(t, r.take(), psn0.Add(2), 1)
+	if r.counts[RetryTimeout] != 1 || r.counts[Duplicate] != 2 {
+		t.Fatalf("%d timeouts, %d duplicates; want 1 and 2", r.counts[RetryTimeout], r.counts[Duplicate])
+	}
+}
+
 // TestAckBehindRead: an ACK past a READ still without its response
 // completes nothing behind it and asks for the READ again, alone; the
 // requests behind complete from that ACK once the READ's response is in.
