@@ -56,6 +56,15 @@ func Get() *Packet {
 	return p
 }
 
+// Clone returns a packet from the shared pool holding a copy of p: its
+// bytes, endpoints and traffic class.
+func Clone(p *Packet) *Packet {
+	q := Get()
+	q.N = copy(q.Buf, p.Data())
+	q.Src, q.Dst, q.TClass = p.Src, p.Dst, p.TClass
+	return q
+}
+
 // Put returns a packet to the shared pool. The caller must not use it again.
 func Put(p *Packet) {
 	if p == nil || cap(p.Buf) < BufSize {

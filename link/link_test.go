@@ -26,3 +26,23 @@ func TestGetIsEmpty(t *testing.T) {
 		link.Put(p)
 	}
 }
+
+// TestClone: a clone holds the packet's bytes, endpoints and traffic class
+// in a buffer of its own.
+func TestClone(t *testing.T) {
+	p := link.Get()
+	p.N = copy(p.Buf, "roce")
+	p.Src = netip.MustParseAddrPort("127.0.0.1:1")
+	p.Dst = netip.MustParseAddrPort("127.0.0.2:4791")
+	p.TClass = 0xba
+	q := link.Clone(p)
+	if string(q.Data()) != "roce" || q.Src != p.Src || q.Dst != p.Dst || q.TClass != 0xba {
+		t.Fatalf("clone %q %v %v %#x", q.Data(), q.Src, q.Dst, q.TClass)
+	}
+	p.Buf[0] = 'X'
+	if q.Buf[0] != 'r' {
+		t.Error("the clone shares the packet's buffer")
+	}
+	link.Put(p)
+	link.Put(q)
+}

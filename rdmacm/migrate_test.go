@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/link/loop"
-	"github.com/softrdma/softrdma/verbs"
 )
 
 // noEvent checks that ch holds no event now.
@@ -62,16 +61,7 @@ func TestMigrateID(t *testing.T) {
 	noEvent(t, cch, "old client channel")
 	cid.ResolveRoute(ctx)
 	want(t, cch2, EventRouteResolved)
-	mk := func(id *ID) {
-		pd, _ := id.Device().AllocPD()
-		t.Cleanup(func() { pd.Dealloc() })
-		cq, _ := id.Device().CreateCQ(8, nil)
-		t.Cleanup(func() { cq.Destroy() })
-		if _, err := id.CreateQP(pd, verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mk(cid)
+	smallQP(t, cid)
 	if err := cid.Connect(ctx, &ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +85,7 @@ func TestMigrateID(t *testing.T) {
 	}
 	sid := req.ID
 	defer sid.Destroy()
-	mk(sid)
+	smallQP(t, sid)
 	if err := sid.Accept(ctx, &ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -170,16 +170,7 @@ func TestSetACKTimeout(t *testing.T) {
 			}
 			cid.ResolveRoute(ctx)
 			want(t, cch, EventRouteResolved)
-			mk := func(id *ID) {
-				pd, _ := id.Device().AllocPD()
-				t.Cleanup(func() { pd.Dealloc() })
-				cq, _ := id.Device().CreateCQ(8, nil)
-				t.Cleanup(func() { cq.Destroy() })
-				if _, err := id.CreateQP(pd, verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			mk(cid)
+			smallQP(t, cid)
 			if err := cid.Connect(ctx, &ConnParam{ResponderResources: 1, InitiatorDepth: 1}); err != nil {
 				t.Fatal(err)
 			}
@@ -188,7 +179,7 @@ func TestSetACKTimeout(t *testing.T) {
 			}
 			sid := want(t, sch, EventConnectRequest).ID
 			defer sid.Destroy()
-			mk(sid)
+			smallQP(t, sid)
 			if c.server >= 0 {
 				if err := sid.SetACKTimeout(uint8(c.server)); err != nil {
 					t.Fatal(err)

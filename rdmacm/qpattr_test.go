@@ -11,6 +11,19 @@ import (
 
 // selfQP creates an RC QP with verbs, not CreateQP, and moves it to INIT
 // with the ID's attributes.
+// smallQP gives id a QP of two send and two receive WRs on a CQ of its
+// own, released when the test ends.
+func smallQP(t *testing.T, id *ID) {
+	t.Helper()
+	pd, _ := id.Device().AllocPD()
+	t.Cleanup(func() { pd.Dealloc() })
+	cq, _ := id.Device().CreateCQ(8, nil)
+	t.Cleanup(func() { cq.Destroy() })
+	if _, err := id.CreateQP(pd, verbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 2, MaxRecvWR: 2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func selfQP(t *testing.T, id *ID) (*verbs.PD, *verbs.CQ, *verbs.QP) {
 	t.Helper()
 	pd, _ := id.Device().AllocPD()

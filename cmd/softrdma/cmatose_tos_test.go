@@ -13,39 +13,49 @@ import (
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
-// tclassesIn counts the packets a pcap file (link type RAW, as --pcap
-// writes) holds by IP traffic class, leaving out MADs (QP1).
-func tclassesIn(t *testing.T, path string) map[uint8]int {
+// eachRoCE calls f with every RoCE packet of a pcap file (link type RAW,
+// as --pcap writes) and the IP header it came in.
+func eachRoCE(t *testing.T, path string, f func(ip []byte, pkt wire.Packet)) {
 	t.Helper()
-	f, err := os.Open(path)
+	file, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
+	defer file.Close()
+	r, err := pcapgo.NewReader(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[uint8]int{}
 	for {
 		ip, _, err := r.ReadPacketData()
 		if err != nil {
-			break
+			return
 		}
 		_, roce, err := wire.SplitIP(ip)
 		if err != nil {
 			continue
 		}
-		pkt, err := wire.Parse(roce)
-		if err != nil || pkt.BTH().DestQP() == mad.GSIQPN {
-			continue
+		if pkt, err := wire.Parse(roce); err == nil {
+			f(ip, pkt)
+		}
+	}
+}
+
+// tclassesIn counts the packets a --pcap file holds by IP traffic class,
+// leaving out MADs (QP1).
+func tclassesIn(t *testing.T, path string) map[uint8]int {
+	t.Helper()
+	out := map[uint8]int{}
+	eachRoCE(t, path, func(ip []byte, pkt wire.Packet) {
+		if pkt.BTH().DestQP() == mad.GSIQPN {
+			return
 		}
 		tc := ip[1]
 		if ip[0]>>4 == 6 {
 			tc = ip[0]<<4 | ip[1]>>4
 		}
 		out[tc]++
-	}
+	})
 	return out
 }
 
@@ -87,34 +97,16 @@ func TestCmatoseTOS(t *testing.T) {
 // REQs in a --pcap file.
 func reqACKTimeouts(t *testing.T, path string) []uint8 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []uint8
-	for {
-		ip, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		_, roce, err := wire.SplitIP(ip)
-		if err != nil {
-			continue
-		}
-		pkt, err := wire.Parse(roce)
-		if err != nil || pkt.BTH().DestQP() != mad.GSIQPN {
-			continue
+	eachRoCE(t, path, func(_ []byte, pkt wire.Packet) {
+		if pkt.BTH().DestQP() != mad.GSIQPN {
+			return
 		}
 		m, err := mad.Parse(pkt.Payload())
 		if err == nil && m.MgmtClass() == mad.ClassCM && m.AttributeID() == mad.AttrREQ {
 			out = append(out, mad.REQ(m.Data()).PrimaryPath().LocalACKTimeout())
 		}
-	}
+	})
 	return out
 }
 

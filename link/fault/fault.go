@@ -248,12 +248,12 @@ func (l *Link) Send(pkts []*link.Packet) error {
 				if c == 0 {
 					b.add(p, v.Flip, false)
 				} else {
-					b.add(clone(p), v.Flip, true)
+					b.add(link.Clone(p), v.Flip, true)
 				}
 				l.release(b, now)
 				continue
 			}
-			l.later(clone(p), v.Flip, now.Add(v.Delay), hold, now.Add(v.HoldFor))
+			l.later(link.Clone(p), v.Flip, now.Add(v.Delay), hold, now.Add(v.HoldFor))
 		}
 	}
 	var err error
@@ -264,14 +264,6 @@ func (l *Link) Send(pkts []*link.Packet) error {
 	b.out, b.flip, b.own = b.out[:0], b.flip[:0], b.own[:0]
 	l.scratch.Put(b)
 	return err
-}
-
-// clone copies p into a pool packet.
-func clone(p *link.Packet) *link.Packet {
-	q := link.Get()
-	q.N = copy(q.Buf, p.Data())
-	q.Src, q.Dst, q.TClass = p.Src, p.Dst, p.TClass
-	return q
 }
 
 // sendOut gives b.out to the inner Send, with the seal hook flipping the

@@ -167,9 +167,7 @@ func (l *Link) send1(p *link.Packet) error {
 	}
 	var q2 *link.Packet
 	if v.Dup {
-		q2 = link.Get()
-		q2.N = copy(q2.Buf, q.Data())
-		q2.Src, q2.Dst, q2.TClass = q.Src, q.Dst, q.TClass
+		q2 = link.Clone(q)
 		n.stats.duplicated.Add(1)
 	}
 	if v.Delay > 0 {
@@ -194,9 +192,7 @@ func (l *Link) send1(p *link.Packet) error {
 		for j, to := range tos {
 			c := pk
 			if j < len(tos)-1 {
-				c = link.Get()
-				c.N = copy(c.Buf, pk.Data())
-				c.Src, c.Dst, c.TClass = pk.Src, pk.Dst, pk.TClass
+				c = link.Clone(pk)
 			}
 			if !to.enqueue(c, due, v.Hold && i == 0, now.Add(v.HoldFor)) {
 				link.Put(c)
