@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/softrdma/softrdma/link/loop"
@@ -31,7 +32,15 @@ var stressProfiles = map[string]loop.Faults{
 // runPipeline (TestRCLossyPipeline's workload) once per profile and seed.
 // Each failing seed is a subtest failure naming profile and seed; at the end
 // it logs, per profile, the packets the network carried against a clean run
-// of the same workload (the go-back-N amplification). Example:
+// of the same workload (the go-back-N amplification).
+//
+// SOFTRDMA_STRESS_CLOCK picks the clock. "fake" (the default) runs each seed
+// in a synctest bubble, as TestRCLossyPipeline does: the network's delays
+// and every timer run on the bubble's clock, which moves only when every
+// goroutine waits, so a run measures the protocol alone (a loaded machine
+// cannot fire an ACK timeout before the acknowledgement is read) and takes
+// a fraction of the wall time. "real" runs on the wall clock, where the
+// scheduler's delays take part too. Example:
 //
 //	SOFTRDMA_STRESS=loss20j,jitter SOFTRDMA_STRESS_SEEDS=1-300 \
 //		go test -run TestStressRCPipeline -v -timeout 2h ./verbs | grep -E 'FAIL|amplif'
@@ -54,7 +63,18 @@ func TestStressRCPipeline(t *testing.T) {
 		}
 		defer progress.Close()
 	}
-	clean := runPipeline(t, loop.Faults{}, 1).Sent
+	run := runPipeline
+	switch clock := os.Getenv("SOFTRDMA_STRESS_CLOCK"); clock {
+	case "", "fake":
+		run = func(t *testing.T, faults loop.Faults, seed uint64) (s loop.FaultStats) {
+			synctest.Test(t, func(t *testing.T) { s = runPipeline(t, faults, seed) })
+			return s
+		}
+	case "real":
+	default:
+		t.Fatalf("SOFTRDMA_STRESS_CLOCK=%q: want fake or real", clock)
+	}
+	clean := run(t, loop.Faults{}, 1).Sent
 	for _, name := range strings.Split(spec, ",") {
 		faults, ok := stressProfiles[name]
 		if !ok {
@@ -83,7 +103,7 @@ func TestStressRCPipeline(t *testing.T) {
 						sent += s.Sent
 						maxSent = max(maxSent, s.Sent)
 					}()
-					s = runPipeline(t, faults, seed)
+					s = run(t, faults, seed)
 				})
 			}
 		})
