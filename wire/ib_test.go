@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -243,6 +244,19 @@ func TestVCRC(t *testing.T) {
 		b[len(b)-1] ^= 0x01
 		if wire.VerifyVCRC(b) {
 			t.Fatalf("packet %d: VerifyVCRC true with a flipped bit", i)
+		}
+	}
+	// Every length and alignment of the slicing loop and its tail.
+	rng := rand.New(rand.NewPCG(7, 8))
+	buf := make([]byte, 300)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for n := range 80 {
+		for off := range 9 {
+			if got, ref := wire.VCRC(buf[off:off+n]), refVCRC(buf[off:off+n]); got != ref {
+				t.Fatalf("VCRC of %d bytes at %d: %04x, register model %04x", n, off, got, ref)
+			}
 		}
 	}
 	if wire.VerifyVCRC([]byte{1}) {
@@ -492,5 +506,55 @@ func TestIBPinned(t *testing.T) {
 		if got := fmt.Sprintf("%x", b); got != c.want {
 			t.Errorf("global %v:\n got %s\nwant %s", c.grh != nil, got, c.want)
 		}
+	}
+}
+
+func TestIBAllocs(t *testing.T) {
+	h := sampleHeaders(wire.RCWriteOnly)
+	pl := make([]byte, 1024)
+	f := ibFraming(wire.RCWriteOnly, true)
+	b := make([]byte, wire.IBPacketLen(wire.RCWriteOnly, len(pl), true))
+	if a := testing.AllocsPerRun(100, func() {
+		if _, err := wire.BuildIB(b, f, h, pl); err != nil {
+			panic(err)
+		}
+		if _, err := wire.ParseIB(b); err != nil {
+			panic(err)
+		}
+	}); a != 0 {
+		t.Errorf("BuildIB+ParseIB allocate %v times", a)
+	}
+}
+
+// BenchmarkParseIB measures ParseIB, which checks both CRCs, on whole IB
+// packets (LRH through VCRC) of the given sizes, local and global.
+func BenchmarkParseIB(b *testing.B) {
+	for _, size := range []int{64, 1024, 4096} {
+		for _, global := range []bool{false, true} {
+			name := map[bool]string{false: "local", true: "global"}[global]
+			b.Run(fmt.Sprintf("%s/%dB", name, size), func(b *testing.B) {
+				hdr := wire.IBPacketLen(wire.RCWriteOnly, 0, global)
+				pkt := buildIB(b, ibFraming(wire.RCWriteOnly, global), sampleHeaders(wire.RCWriteOnly), make([]byte, max(size-hdr, 0)))
+				b.SetBytes(int64(len(pkt)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := wire.ParseIB(pkt); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkVCRC(b *testing.B) {
+	for _, size := range []int{64, 4096} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			p := make([]byte, size)
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				wire.VCRC(p)
+			}
+		})
 	}
 }

@@ -12,7 +12,9 @@ import "encoding/binary"
 // vcrcPolyReflected is 0x100B with its 16 bits reversed.
 const vcrcPolyReflected = 0xD008
 
-var vcrcTable = func() (t [256]uint16) {
+// vcrcTables[k][b] is the register after byte b, from a zero register,
+// followed by k zero bytes: slicing by eight, as crcUpdate does for CRC-32.
+var vcrcTables = func() (t [8][256]uint16) {
 	for i := range 256 {
 		c := uint16(i)
 		for range 8 {
@@ -22,7 +24,14 @@ var vcrcTable = func() (t [256]uint16) {
 				c >>= 1
 			}
 		}
-		t[i] = c
+		t[0][i] = c
+	}
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 8; k++ {
+			c = t[0][byte(c)] ^ c>>8
+			t[k][i] = c
+		}
 	}
 	return t
 }()
@@ -30,9 +39,15 @@ var vcrcTable = func() (t [256]uint16) {
 // VCRC returns the variant CRC of b: for a packet, b is the LRH through the
 // ICRC (the packet without its last two bytes).
 func VCRC(b []byte) uint16 {
+	t := &vcrcTables
 	c := uint16(0xFFFF)
+	for len(b) >= 8 {
+		c = t[7][b[0]^byte(c)] ^ t[6][b[1]^byte(c>>8)] ^ t[5][b[2]] ^ t[4][b[3]] ^
+			t[3][b[4]] ^ t[2][b[5]] ^ t[1][b[6]] ^ t[0][b[7]]
+		b = b[8:]
+	}
 	for _, v := range b {
-		c = vcrcTable[byte(c)^v] ^ c>>8
+		c = t[0][byte(c)^v] ^ c>>8
 	}
 	return ^c
 }
