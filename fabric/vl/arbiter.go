@@ -20,7 +20,10 @@ const HighLimitUnbounded = 255
 const MaxEntries = 64
 
 // Entry is one entry of a VL arbitration table: a data VL and a weight in
-// units of 64 bytes. An entry of weight 0 is skipped.
+// units of 64 bytes. An entry of weight 0 is skipped, and so is one naming
+// a VL the link does not operate (VL15 included): an SM may program a
+// port's tables for more VLs than the link runs, and those entries stay
+// idle.
 type Entry struct {
 	VL     uint8
 	Weight uint8
@@ -47,16 +50,9 @@ func DefaultArbitration(n int) Arbitration {
 	return a
 }
 
-func (a *Arbitration) validate(dataVLs int) error {
+func (a *Arbitration) validate() error {
 	if len(a.High) > MaxEntries || len(a.Low) > MaxEntries {
 		return fmt.Errorf("%w: arbitration tables of %d and %d entries (at most %d)", ErrConfig, len(a.High), len(a.Low), MaxEntries)
-	}
-	for _, t := range [][]Entry{a.High, a.Low} {
-		for _, e := range t {
-			if int(e.VL) >= dataVLs && e.Weight != 0 {
-				return fmt.Errorf("%w: arbitration entry for VL%d on a link of %d data VLs", ErrConfig, e.VL, dataVLs)
-			}
-		}
 	}
 	return nil
 }

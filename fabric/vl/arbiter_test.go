@@ -79,6 +79,25 @@ func TestArbiterSkips(t *testing.T) {
 	if _, ok := a.Next((&backlog{}).ready); ok {
 		t.Error("Next picked a VL with nothing ready")
 	}
+	// On a link of two data VLs, entries for VL5 and VL15 stay idle.
+	l := newLink(t, vl.Config{DataVLs: 2, Paused: true, QueueLen: 8,
+		Arbitration: &vl.Arbitration{Low: []vl.Entry{{VL: 5, Weight: 9}, {VL: 15, Weight: 9}, {VL: 1, Weight: 1}}}})
+	for i := range 3 {
+		for v := range uint8(2) {
+			if err := l.Send(t.Context(), v, packet(i, 64)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l.Resume()
+	for i := range 3 {
+		if d, err := l.Recv(t.Context(), 1); err != nil || number(d.Data) != i {
+			t.Fatalf("VL1 packet %d: %v", i, err)
+		}
+	}
+	if s := l.Stats(); s.Sent[0] != 0 || s.Sent[1] != 3 {
+		t.Errorf("VL0 in no table sent %d, VL1 %d", s.Sent[0], s.Sent[1])
+	}
 	if _, ok := vl.NewArbiter(vl.Arbitration{}).Next(b.ready); ok {
 		t.Error("empty tables picked a VL")
 	}

@@ -213,7 +213,7 @@ func New(c Config) (*Link, error) {
 	if c.Arbitration != nil {
 		a = *c.Arbitration
 	}
-	if err := a.validate(n); err != nil {
+	if err := a.validate(); err != nil {
 		return nil, err
 	}
 	l.arb = NewArbiter(a)
@@ -326,7 +326,7 @@ func (l *Link) SetSL2VL(t SL2VL) error {
 func (l *Link) SetArbitration(a Arbitration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := a.validate(l.n); err != nil {
+	if err := a.validate(); err != nil {
 		return err
 	}
 	l.arb = NewArbiter(a)
