@@ -254,26 +254,29 @@ func TestVL15(t *testing.T) {
 				t.Fatalf("RecvAny %d: %v VL%d number %d", i, err, d.VL, number(d.Data))
 			}
 		}
-		// VL15 goes before queued data packets.
-		l.Resume()
-		if _, err := l.Recv(ctx, 0); err != nil {
-			t.Fatal(err)
+		// VL15 goes before data packets that were queued first: while one
+		// data packet holds a slow wire (1 s), another data packet and then
+		// a VL15 packet queue up; VL15 gets the wire next.
+		slow := newLink(t, vl.Config{Rate: 64})
+		for _, p := range []struct {
+			vl uint8
+			n  int
+		}{{0, 1}, {0, 2}, {vl.VL15, 3}} {
+			if err := slow.Send(ctx, p.vl, packet(p.n, 64)); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
 		}
-		l.Pause()
-		if err := l.Send(ctx, vl.VL15, packet(200, 256)); err != nil {
-			t.Fatal(err)
+		var order []int
+		for range 3 {
+			d, err := slow.RecvAny(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			order = append(order, number(d.Data))
 		}
-		l.Resume()
-		d15, err := l.Recv(ctx, vl.VL15)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d0, err := l.Recv(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d15.Seq > d0.Seq {
-			t.Errorf("VL15 packet went at %d, after the data packet at %d", d15.Seq, d0.Seq)
+		if order[0] != 1 || order[1] != 3 || order[2] != 2 {
+			t.Errorf("wire order %v, want [1 3 2]: VL15 first once the wire is free", order)
 		}
 		// A full VL15 send queue drops rather than blocks.
 		l2 := newLink(t, vl.Config{QueueLen: 1, VL15Packets: 1, Rate: 1})
