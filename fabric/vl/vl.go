@@ -151,7 +151,7 @@ type Link struct {
 	rate     int64
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change of state
+	changed chan struct{} // made by a waiter, closed on the next change of state
 	lanes   [16]lane
 	sl2vl   SL2VL
 	arb     *Arbiter
@@ -182,7 +182,7 @@ func New(c Config) (*Link, error) {
 		return nil, fmt.Errorf("%w: %d VLCredits for %d data VLs", ErrConfig, len(c.VLCredits), n)
 	}
 	l := &Link{n: n, queueLen: c.QueueLen, rate: c.Rate, paused: c.Paused,
-		changed: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{})}
 	if l.queueLen == 0 {
 		l.queueLen = 16
 	}
@@ -235,14 +235,24 @@ func (l *Link) DataVLs() int { return l.n }
 
 // notifyLocked wakes everyone waiting for a change.
 func (l *Link) notifyLocked() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// changedLocked returns the channel the next change closes.
+func (l *Link) changedLocked() chan struct{} {
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	return l.changed
 }
 
 // wait releases the lock until the state changes or ctx is done, and
 // takes it again.
 func (l *Link) wait(ctx context.Context) error {
-	ch := l.changed
+	ch := l.changedLocked()
 	l.mu.Unlock()
 	defer l.mu.Lock()
 	select {
@@ -492,7 +502,7 @@ func (l *Link) transmit() {
 		}
 		vl, data, ok := l.nextLocked()
 		if !ok {
-			ch := l.changed
+			ch := l.changedLocked()
 			l.mu.Unlock()
 			select {
 			case <-ch:
