@@ -93,7 +93,8 @@ type Config struct {
 	// DataVLs is the number of data VLs, 1-15 (default 1).
 	DataVLs int
 	// Credits is each data VL's receive buffer in 64-byte credits
-	// (default 128, 8 KiB: two packets of a 4096-byte MTU).
+	// (default 132: two packets of a 4096-byte MTU with LRH, GRH,
+	// transport headers and CRCs, 66 credits each).
 	Credits int
 	// VLCredits, if set, gives each data VL its own buffer size; it has
 	// DataVLs entries and overrides Credits.
@@ -107,7 +108,7 @@ type Config struct {
 	// Rate is the wire's speed in bytes per second; 0 makes the wire take
 	// no time.
 	Rate int64
-	// SL2VL maps service levels for SendSL (default SL2VLModulo(DataVLs)).
+	// SL2VL maps service levels for VLOf (default SL2VLModulo(DataVLs)).
 	SL2VL *SL2VL
 	// Arbitration is the VL arbitration (default DefaultArbitration).
 	Arbitration *Arbitration
@@ -176,7 +177,7 @@ func New(c Config) (*Link, error) {
 	}
 	credits := c.Credits
 	if credits == 0 {
-		credits = 128
+		credits = 132
 	}
 	if c.VLCredits != nil && len(c.VLCredits) != n {
 		return nil, fmt.Errorf("%w: %d VLCredits for %d data VLs", ErrConfig, len(c.VLCredits), n)
