@@ -519,9 +519,10 @@ func TestIbsimLive(t *testing.T) {
 	}
 	dir := t.TempDir()
 	// A socket name of our own, so that the test does not meet another
-	// ibsim (ibsim's and libumad2sim's IBSIM_SOCKNAME).
+	// ibsim (ibsim's and libumad2sim's IBSIM_SOCKNAME), and OpenSM's cache
+	// and dump files in the test's directory, not /var.
 	env := append(os.Environ(), fmt.Sprintf("IBSIM_SOCKNAME=softrdma-mad-%d", os.Getpid()),
-		"SIM_HOST=Hca1", "OSM_CACHE_DIR="+dir)
+		"SIM_HOST=Hca1", "OSM_CACHE_DIR="+dir, "OSM_TMP_DIR="+dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sim := exec.CommandContext(ctx, "ibsim", "-s", ibsimNet)
