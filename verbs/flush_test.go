@@ -69,12 +69,18 @@ func runA19(t *testing.T, p *pair) {
 		SendWR{ID: 6, Opcode: WRAtomicWrite, Inline: AtomicWriteValue(7), RemoteAddr: mb.Addr() + 24, RKey: mb.RKey()},
 		flushWR(7, mb, 24, 8, FlushGlobal, FlushRange))
 	wcs := waitWC(t, p.ca, 5, waitFor)
+	// byte_len as rxe reports it: 8 for ATOMIC_WRITE, the range's length
+	// for FLUSH (the provider's WQE DMA length).
 	want := []struct {
-		id uint64
-		op WCOpcode
-	}{{1, WCAtomicWrite}, {2, WCAtomicWrite}, {4, WCFlush}, {5, WCFlush}, {7, WCFlush}}
+		id      uint64
+		op      WCOpcode
+		byteLen uint32
+	}{{1, WCAtomicWrite, 8}, {2, WCAtomicWrite, 8}, {4, WCFlush, 256}, {5, WCFlush, 0}, {7, WCFlush, 8}}
 	for i, w := range want {
 		checkWC(t, wcs[i], w.id, Success, w.op)
+		if wcs[i].ByteLen != w.byteLen {
+			t.Errorf("WR %d (%v): byte_len %d, want %d", w.id, w.op, wcs[i].ByteLen, w.byteLen)
+		}
 	}
 	b := mb.Buf()
 	if got := word(b, 8); got != 0x1122_3344_5566_7788 {

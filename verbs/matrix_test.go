@@ -274,8 +274,7 @@ func (e *mxEnv) quiet(t testing.TB) {
 	}
 }
 
-// checkSendWC checks a requester completion; byteLen < 0 means not defined
-// for the opcode (SEND and WRITE).
+// checkSendWC checks a requester completion; byteLen < 0 means not checked.
 func (e *mxEnv) checkSendWC(t testing.TB, wc WC, id uint64, op WCOpcode, byteLen int) {
 	t.Helper()
 	if wc.WRID != id || wc.Status != Success || wc.Opcode != op || wc.QPNum != e.p.qa.QPN() ||
@@ -377,7 +376,7 @@ func (e *mxEnv) run(t *testing.T, op mop, size, nsge int) {
 			wr.AH, wr.RemoteQPN, wr.RemoteQKey = e.ah, p.qb.QPN(), mxQKey
 		}
 		e.postSend(t, wr)
-		e.checkSendWC(t, waitWC(t, p.ca, 1, mxWait)[0], id, WCSend, -1)
+		e.checkSendWC(t, waitWC(t, p.ca, 1, mxWait)[0], id, WCSend, size) // byte_len as rxe: the WR's length
 		rc := waitWC(t, p.cb, 1, mxWait)[0]
 		want, flags := size, WCFlags(0)
 		if e.typ == UD {
@@ -410,7 +409,7 @@ func (e *mxEnv) run(t *testing.T, op mop, size, nsge int) {
 		wr.SGL = src.sges()
 		wr.RemoteAddr, wr.RKey = e.tgt.Addr()+uint64(roff), e.tgt.RKey()
 		e.postSend(t, wr)
-		e.checkSendWC(t, waitWC(t, p.ca, 1, mxWait)[0], id, WCRDMAWrite, -1)
+		e.checkSendWC(t, waitWC(t, p.ca, 1, mxWait)[0], id, WCRDMAWrite, size)
 		if op.hasImm() {
 			rc := waitWC(t, p.cb, 1, mxWait)[0]
 			e.checkRecvWC(t, rc, id|1, WCRecvRDMAWithImm, size, WCWithImm, imm)
@@ -447,7 +446,7 @@ func (e *mxEnv) syncUC(t testing.TB, id uint64) {
 	t.Helper()
 	e.postRecv(t, RecvWR{ID: id})
 	e.postSend(t, SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled})
-	e.checkSendWC(t, waitWC(t, e.p.ca, 1, mxWait)[0], id, WCSend, -1)
+	e.checkSendWC(t, waitWC(t, e.p.ca, 1, mxWait)[0], id, WCSend, 0)
 	e.checkRecvWC(t, waitWC(t, e.p.cb, 1, mxWait)[0], id, WCRecv, 0, 0, 0)
 }
 

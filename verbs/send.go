@@ -377,12 +377,7 @@ func (s *reqSink) Retire(seq uint64, st requester.Status) {
 	if w.signaled || status != Success {
 		wc := WC{WRID: w.id, Status: status, Opcode: w.info.wc, QPNum: qp.qpn}
 		if status == Success {
-			switch w.info.class {
-			case classRead:
-				wc.ByteLen = uint32(w.length)
-			case classAtomic:
-				wc.ByteLen = 8
-			}
+			wc.ByteLen = sendByteLen(w)
 		}
 		// The core has retired w already: a CQ overflow moves the QP to
 		// the error state, whose flush retires the rest of the queue
@@ -392,6 +387,21 @@ func (s *reqSink) Retire(seq uint64, st requester.Status) {
 		}
 	}
 	qp.checkDrainedLocked()
+}
+
+// sendByteLen is a successful send completion's byte_len, as rxe reports
+// it (its WQE's DMA length): the bytes a SEND, WRITE or READ moved, 8 for an
+// atomic or an ATOMIC_WRITE, the range of a FLUSH, 0 for a local operation.
+// IBTA defines it for READ and atomics only; programs written against rxe
+// may read it for the others too.
+func sendByteLen(w *swqe) uint32 {
+	switch {
+	case w.op == WRFlush:
+		return w.flush.Len
+	case w.op == WRAtomicWrite, w.info.class == classAtomic:
+		return 8
+	}
+	return uint32(w.length)
 }
 
 // Fatal moves the QP to the error state after a work request failed
