@@ -77,8 +77,8 @@ type TopoPort struct {
 	// Enabled link widths and speeds (PortInfo bit masks).
 	WidthEnabled, SpeedEnabled, ExtSpeedEnabled uint8
 	// LID and LMC the file gives a CA port ("# lid N lmc M"), if any.
-	LID uint16
-	LMC uint8
+	LID  uint16
+	LMC  uint8
 	line int
 }
 
