@@ -21,6 +21,8 @@ type testSM struct {
 	ch  chan *Datagram
 	tid uint64
 	lid uint16 // the SM port's LID once assigned
+	// traps are the traps that arrived while the SM awaited answers.
+	traps []*Datagram
 }
 
 func newSM(t testing.TB, f *Fabric, node string, port int) *testSM {
@@ -49,6 +51,8 @@ func (sm *testSM) await(tid uint64, other func(*Datagram)) *Datagram {
 			}
 			if other != nil {
 				other(d)
+			} else if mad.MAD(d.MAD).Method() == mad.MethodTrap {
+				sm.traps = append(sm.traps, d)
 			} else {
 				sm.t.Fatalf("unexpected datagram: %v", mad.MAD(d.MAD).Fields())
 			}
