@@ -28,6 +28,7 @@ func (f *Fabric) carry(j job, out *[]delivery, pending *[]job) {
 		f.log.Debug("fabric: MAD dropped", "why", why, "class", class, "method", m.Method(),
 			"attr", mad.AttrName(class, m.AttributeID()), "from", j.src.node.name, "port", j.src.num)
 		if j.from != nil && !resp {
+			delete(f.tidOwner, tidKey{j.src, m.TransactionID()})
 			r := *d
 			r.MAD = append([]byte(nil), d.MAD...)
 			r.Status = StatusTimeout
