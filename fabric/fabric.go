@@ -140,13 +140,14 @@ type Port struct {
 	guid   uint64
 	remote *Port // the port at the other end of the link, nil if none
 
-	pi     mad.PortInfo // the writable fields and the state; Get fills the rest
-	pkeys  []uint16
-	guids  [guidCap]uint64
-	sl2vl  [][mad.SLToVLTableSize]byte // CA: [0]; switch: [in port]
-	vlLow  [64]mad.VLArbEntry
-	vlHigh [64]mad.VLArbEntry
-	cnt    counters
+	pi         mad.PortInfo // the writable fields and the state; Get fills the rest
+	extEnabled uint8        // extended speeds the topology enables
+	pkeys      []uint16
+	guids      [guidCap]uint64
+	sl2vl      [][mad.SLToVLTableSize]byte // CA: [0]; switch: [in port]
+	vlLow      [64]mad.VLArbEntry
+	vlHigh     [64]mad.VLArbEntry
+	cnt        counters
 
 	clients []*Client
 }
@@ -267,6 +268,7 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		}
 		p.guids[0] = p.guid
 		tp := tn.Ports[i]
+		p.extEnabled = tp.ExtSpeedEnabled
 		p.pi = mad.PortInfo{
 			GIDPrefix:            0xfe80000000000000,
 			LocalPortNum:         uint8(i),
@@ -342,6 +344,16 @@ func (f *Fabric) linkUp(p *Port) {
 	}
 	p.pi.LinkWidthActive, r.pi.LinkWidthActive = w, w
 	p.pi.LinkSpeedActive, r.pi.LinkSpeedActive = s, s
+	// Extended speeds (FDR 1, EDR 2, HDR 4, NDR 8) show only on a link
+	// both ends enable one of, as in ibsim.
+	e := bestBit(p.extEnabled&r.extEnabled, []uint8{8, 4, 2, 1})
+	for _, q := range []*Port{p, r} {
+		q.pi.LinkSpeedExtActive = e
+		q.pi.LinkSpeedExtEnabled, q.pi.LinkSpeedExtSupported = 0, 0
+		if e != 0 {
+			q.pi.LinkSpeedExtEnabled, q.pi.LinkSpeedExtSupported = q.extEnabled, 15
+		}
+	}
 }
 
 func bestBit(mask uint8, order []uint8) uint8 {

@@ -557,3 +557,37 @@ func TestTables(t *testing.T) {
 		t.Errorf("NodeDescription %q", nd.Description)
 	}
 }
+
+// TestLinkNegotiation: a link's active width and speed are the best both
+// ends enable, as the topology's options and comments set them.
+func TestLinkNegotiation(t *testing.T) {
+	f := openFabric(t, `Switch 3 "S"
+[1] "A"[1] # "a" lid 1 4xDDR
+[2] "A"[2] # "a" lid 1 12xEDR
+[3] "A"[3] w=1
+
+Hca 3 "A"
+[1] "S"[1]
+[2] "S"[2] # lid 5 lmc 1 "S" lid 1 4xFDR
+[3] "S"[3]
+`)
+	s, a := f.NodeByName("S"), f.NodeByName("A")
+	want := []struct{ w, s, e uint8 }{
+		{mad.LinkWidth4X, mad.LinkSpeedSDR, 0}, // A port 1 enables SDR only
+		{mad.LinkWidth4X, mad.LinkSpeedQDR, 1},
+		{mad.LinkWidth1X, mad.LinkSpeedSDR, 0},
+	}
+	for i, w := range want {
+		for _, n := range []*Node{s, a} {
+			pi, _ := mad.ParsePortInfo(mustQuery(t, f, n, mad.SMAttrPortInfo, uint32(i+1)))
+			if pi.LinkWidthActive != w.w || pi.LinkSpeedActive != w.s || pi.LinkSpeedExtActive != w.e {
+				t.Errorf("%s port %d: width %d speed %d ext %d, want %+v", n.Name(), i+1, pi.LinkWidthActive, pi.LinkSpeedActive, pi.LinkSpeedExtActive, w)
+			}
+		}
+	}
+	// The LID and LMC the file gives a CA port are set, as ibsim sets them.
+	pi, _ := mad.ParsePortInfo(mustQuery(t, f, a, mad.SMAttrPortInfo, 2))
+	if pi.LID != 5 || pi.LMC != 1 {
+		t.Errorf("A port 2: LID %d LMC %d", pi.LID, pi.LMC)
+	}
+}

@@ -41,9 +41,7 @@ func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []b
 	var ports []*Port
 	switch {
 	case sel == 0xFF && n.isSwitch():
-		for _, p := range n.ports[1:] {
-			ports = append(ports, p)
-		}
+		ports = append(ports, n.ports[1:]...)
 	case sel == 0xFF:
 		return mad.StatusInvalidAttrOrModify
 	case sel == 0 && !n.isSwitch():

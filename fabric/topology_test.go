@@ -300,3 +300,35 @@ func FuzzParseTopology(f *testing.F) {
 		checkTopology(t, topo)
 	})
 }
+
+func TestParseSpeeds(t *testing.T) {
+	topo, err := parseString(`Switch 6 "S"
+[1] "A"[1] # "a" lid 1 4xQDR
+[2] "A"[2] # "a" lid 1 4xF
+[3] "A"[3] # "a" lid 1 12xEDR
+[4] "A"[4] # "a" lid 1 8xNDR
+[5] "A"[5] # "a" lid 1 1xXYZ
+[6] "A"[6] # "a" lid 1 2xSDR
+
+Hca 6 "A"
+[1] "S"[1]
+[2] "S"[2]
+[3] "S"[3]
+[4] "S"[4]
+[5] "S"[5]
+[6] "S"[6]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ w, s, e uint8 }{
+		{width1x | width4x, 7, 0}, {width1x | width4x, 7, 1}, {width1x | width4x | width12x, 7, 3},
+		{width8x, 7, 15}, {width1x, speedSDR, 0}, {width2x, speedSDR, 0},
+	}
+	for i, w := range want {
+		p := topo.Nodes[0].Ports[i+1]
+		if p.WidthEnabled != w.w || p.SpeedEnabled != w.s || p.ExtSpeedEnabled != w.e {
+			t.Errorf("port %d: width %d speed %d ext %d, want %+v", i+1, p.WidthEnabled, p.SpeedEnabled, p.ExtSpeedEnabled, w)
+		}
+	}
+}
