@@ -332,3 +332,52 @@ Hca 6 "A"
 		}
 	}
 }
+
+// TestParseIbsimDiscovered parses what ibnetdiscover printed against Linux
+// ibsim serving a topology, and checks that ParseTopology gives the
+// original topology the GUIDs and links ibsim gave it.
+func TestParseIbsimDiscovered(t *testing.T) {
+	for _, c := range []struct{ orig, disc string }{
+		{readFile(t, "testdata/net.2sw2path4hca"), "testdata/net.2sw2path4hca.ibnetdiscover"},
+		{fatTree(4, 4, 8), "testdata/fattree.ibnetdiscover"},
+	} {
+		orig, err := parseString(c.orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disc := parseFile(t, c.disc)
+		if len(orig.Nodes) != len(disc.Nodes) {
+			t.Fatalf("%s: %d nodes, ibsim's %d", c.disc, len(orig.Nodes), len(disc.Nodes))
+		}
+		byGUID := func(tp *Topology) (map[uint64]*TopoNode, map[string]uint64) {
+			m, ids := map[uint64]*TopoNode{}, map[string]uint64{}
+			for _, n := range tp.Nodes {
+				m[n.GUID] = n
+				ids[n.ID] = n.GUID
+			}
+			return m, ids
+		}
+		om, oids := byGUID(orig)
+		dm, dids := byGUID(disc)
+		for g, on := range om {
+			dn := dm[g]
+			if dn == nil {
+				t.Errorf("%s: node %s GUID %#x not in ibsim's", c.disc, on.ID, g)
+				continue
+			}
+			if dn.Type != on.Type || dn.NumPorts() != on.NumPorts() || dn.Desc != on.ID || dn.SysGUID != on.SysGUID {
+				t.Errorf("%s: %s: %+v, ibsim's %+v", c.disc, on.ID, on, dn)
+			}
+			for i, p := range on.Ports {
+				dp := dn.Ports[i]
+				if (p.Remote == "") != (dp.Remote == "") {
+					t.Errorf("%s: %s port %d linked %q, ibsim's %q", c.disc, on.ID, i, p.Remote, dp.Remote)
+					continue
+				}
+				if p.Remote != "" && (oids[p.Remote] != dids[dp.Remote] || p.RemotePort != dp.RemotePort) {
+					t.Errorf("%s: %s port %d to %#x[%d], ibsim's %#x[%d]", c.disc, on.ID, i, oids[p.Remote], p.RemotePort, dids[dp.Remote], dp.RemotePort)
+				}
+			}
+		}
+	}
+}
