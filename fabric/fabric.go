@@ -224,6 +224,10 @@ func New(t *Topology, opts *Options) (*Fabric, error) {
 					return nil, fmt.Errorf("%w: %q port %d: link not symmetric", ErrTopology, n.name, p.num)
 				}
 				f.linkUp(p)
+				if n.sw != nil {
+					// Ports came up: the SM's first sweep sees the change.
+					n.sw.portChange = true
+				}
 			}
 		}
 	}
@@ -540,7 +544,9 @@ type Client struct {
 // agents (SMA, PMA) do not consume: responses to the client's requests (to
 // the client that sent the request, when several share the port), traps
 // and other requests (to every client of the port), and StatusTimeout
-// reports of its requests that were dropped. deliver must not block long.
+// reports of its requests that were dropped. deliver must not block long,
+// and must not call Fabric.Close (which waits for the goroutine calling
+// it); it may call Send, Query and Client.Close.
 func (f *Fabric) Attach(n *Node, port int, deliver func(*Datagram)) (*Client, error) {
 	if err := f.checkNode(n); err != nil {
 		return nil, err

@@ -591,3 +591,15 @@ Hca 3 "A"
 		t.Errorf("A port 2: LID %d LMC %d", pi.LID, pi.LMC)
 	}
 }
+
+// TestInitialPortStateChange: a switch whose ports came up when the fabric
+// started says so in SwitchInfo, as after power-on.
+func TestInitialPortStateChange(t *testing.T) {
+	f := openFabric(t, readFile(t, "testdata/net"))
+	for _, name := range []string{"Switch1", "Switch2"} {
+		si, _ := mad.ParseSwitchInfo(mustQuery(t, f, f.NodeByName(name), mad.SMAttrSwitchInfo, 0))
+		if !si.PortStateChange || si.LinearFDBCap != linearFDBCap || si.LinearFDBTop != 0 {
+			t.Errorf("%s: %+v", name, si)
+		}
+	}
+}

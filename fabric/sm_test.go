@@ -338,8 +338,10 @@ func (sm *testSM) sweep() *smSubnet {
 		si, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrSwitchInfo, 0, nil))
 		si.LinearFDBTop = sn.maxLID
 		b := make([]byte, 64)
-		si.Encode(b)
-		sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)
+		si.Encode(b) // PortStateChange as read: writing 1 clears it
+		if got, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)); got.PortStateChange || got.LinearFDBTop != sn.maxLID {
+			sm.t.Fatalf("SwitchInfo after Set: %+v", got)
+		}
 		for blk := 0; blk*64 < len(lft); blk++ {
 			got := sm.drOK(n.path, mad.MethodSet, mad.SMAttrLinearFT, uint32(blk), lft[blk*64:blk*64+64])
 			if string(got) != string(lft[blk*64:blk*64+64]) {
