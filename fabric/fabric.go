@@ -302,13 +302,14 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		case n.isSwitch() && i == 0:
 			p.pi.LID, p.pi.LMC = tn.LID, tn.LMC
 			p.pi.PortState, p.pi.PortPhysicalState = mad.PortStateActive, mad.PhysStateLinkUp
-			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported | mad.PortCapIsSystemImageGUIDSupported
+			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported |
+				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCapabilityMaskNotice
 			p.pkeys = make([]uint16, pkeyCapCA)
 		case n.isSwitch():
 			p.pkeys = make([]uint16, pkeyCapSwitch)
 		default:
 			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported |
-				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCMSupported
+				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCMSupported | mad.PortCapIsCapabilityMaskNotice
 			p.pkeys = make([]uint16, pkeyCapCA)
 		}
 		p.pkeys[0] = 0xFFFF
@@ -457,12 +458,31 @@ func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 	if f.closed {
 		return ErrClosed
 	}
+	old := p.pi.CapabilityMask
 	if on {
 		p.pi.CapabilityMask |= mad.PortCapIsSM
 	} else {
 		p.pi.CapabilityMask &^= mad.PortCapIsSM
 	}
+	if p.pi.CapabilityMask != old {
+		var traps []job
+		f.capabilityChanged(p, &traps)
+		f.queueTraps(traps)
+	}
 	return nil
+}
+
+// queueTraps hands traps raised outside the fabric's goroutine to it; a
+// trap that finds the queue full is dropped and counted. It runs under
+// f.mu.
+func (f *Fabric) queueTraps(traps []job) {
+	for _, j := range traps {
+		select {
+		case f.queue <- j:
+		default:
+			f.dropped.Add(1)
+		}
+	}
 }
 
 // SetLink takes the link at port of n down (both ends DOWN, Polling) or
@@ -498,13 +518,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	var traps []job
 	f.portChanged(p, &traps)
 	f.portChanged(p.remote, &traps)
-	for _, j := range traps {
-		select {
-		case f.queue <- j:
-		default:
-			f.dropped.Add(1)
-		}
-	}
+	f.queueTraps(traps)
 	return nil
 }
 

@@ -189,6 +189,30 @@ func TestAfterSweep(t *testing.T) {
 		}
 	})
 
+	t.Run("trap 144 when a port becomes an SM", func(t *testing.T) {
+		hca2 := f.NodeByName("Hca2")
+		sm.traps = nil
+		if err := f.SetIsSM(hca2, 1, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.SetIsSM(hca2, 1, true); err != nil { // no change, no trap
+			t.Fatal(err)
+		}
+		sm.drOK(path(), mad.MethodGet, mad.SMAttrNodeInfo, 0, nil)
+		if len(sm.traps) != 1 {
+			t.Fatalf("%d traps, want 1", len(sm.traps))
+		}
+		d := sm.traps[0]
+		nt, _ := mad.ParseNotice(mad.SMP(d.MAD).Data())
+		det := nt.Trap144()
+		lid := sn.caPorts[hca2.PortGUID(1)].lid
+		if nt.TrapNumber != 144 || nt.ProducerType != mad.NodeTypeCA || nt.IssuerLID != lid || det.LID != lid ||
+			det.CapabilityMask&mad.PortCapIsSM == 0 || d.SLID != lid || d.DLID != sm.lid {
+			t.Errorf("trap %+v details %+v", nt, det)
+		}
+		sm.traps = nil
+	})
+
 	t.Run("trap 128 and a link down", func(t *testing.T) {
 		var traps []*Datagram
 		if err := f.SetLink(f.NodeByName("Switch1"), 3, false); err != nil {

@@ -386,6 +386,34 @@ func (f *Fabric) setPortInfo(p *Port, x *mad.PortInfo, pending *[]job) uint16 {
 	return mad.StatusOK
 }
 
+// capabilityChanged sends trap 144 (14.2.5.1: a port's CapabilityMask
+// changed) from port p to its SM, if the port has a LID and an SM LID.
+func (f *Fabric) capabilityChanged(p *Port, pending *[]job) {
+	nt := mad.Notice{
+		IsGeneric: true, Type: mad.NoticeTypeInformational, ProducerType: uint32(p.node.typ),
+		TrapNumber: mad.TrapCapabilityMaskChanged, IssuerLID: p.pi.LID,
+	}
+	nt.SetTrap144(mad.Trap144Details{LID: p.pi.LID, CapabilityMask: p.pi.CapabilityMask})
+	f.trap(p, &nt, pending)
+}
+
+// trap sends notice nt from port p (a CA port or a switch's port 0)
+// LID-routed to the port's SM, if it has a LID and an SM LID.
+func (f *Fabric) trap(p *Port, nt *mad.Notice, pending *[]job) {
+	if p.pi.LID == 0 || p.pi.MasterSMLID == 0 {
+		return
+	}
+	f.trapTID++
+	b := make([]byte, mad.Size)
+	s, _ := mad.NewLIDRoutedSMP(b, mad.MethodTrap, mad.SMAttrNotice, 0, f.trapTID)
+	nt.Encode(s.Data())
+	f.logTrap(p, nt.TrapNumber)
+	*pending = append(*pending, job{
+		d:   &Datagram{SLID: p.pi.LID, DLID: p.pi.MasterSMLID, SL: p.pi.MasterSMSL, PKey: 0xFFFF, MAD: b},
+		src: p,
+	})
+}
+
 // portChanged records that switch port p went down or came up: the switch
 // sets PortStateChange and sends trap 128 to its SM, if it has a LID and
 // an SM LID.
@@ -396,21 +424,10 @@ func (f *Fabric) portChanged(p *Port, pending *[]job) {
 	}
 	n.sw.portChange = true
 	p0 := n.ports[0]
-	if p0.pi.LID == 0 || p0.pi.MasterSMLID == 0 {
-		return
-	}
-	f.trapTID++
-	b := make([]byte, mad.Size)
-	s, _ := mad.NewLIDRoutedSMP(b, mad.MethodTrap, mad.SMAttrNotice, 0, f.trapTID)
 	nt := mad.Notice{
 		IsGeneric: true, Type: mad.NoticeTypeUrgent, ProducerType: mad.NodeTypeSwitch,
 		TrapNumber: mad.TrapLinkStateChange, IssuerLID: p0.pi.LID,
 	}
 	nt.SetTrap128(p0.pi.LID)
-	nt.Encode(s.Data())
-	f.logTrap(p, mad.TrapLinkStateChange)
-	*pending = append(*pending, job{
-		d:   &Datagram{SLID: p0.pi.LID, DLID: p0.pi.MasterSMLID, SL: p0.pi.MasterSMSL, PKey: 0xFFFF, MAD: b},
-		src: p0,
-	})
+	f.trap(p0, &nt, pending)
 }
