@@ -627,3 +627,81 @@ func TestInitialPortStateChange(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentFlaps has clients query their leaf switches while spine
+// links go down and up and other goroutines read the fabric's state: the
+// leaf queries never cross a spine link, so every one is answered.
+func TestConcurrentFlaps(t *testing.T) {
+	f := openFabric(t, fatTree(2, 2, 4))
+	stop := make(chan struct{})
+	var side sync.WaitGroup
+	side.Add(2)
+	go func() {
+		defer side.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			leaf := f.NodeByName(fmt.Sprintf("Leaf%d", 1+i%2))
+			if err := f.SetLink(leaf, 5+i%2, i%4 < 2); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer side.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, n := range f.Nodes() {
+				if _, err := f.Query(n, mad.SMAttrPortInfo, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if n.Type() == mad.NodeTypeSwitch {
+					if _, err := f.Query(n, mad.SMAttrSwitchInfo, 0); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, n := range f.Nodes() {
+		if n.Type() != mad.NodeTypeCA {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := make(chan *Datagram, 16)
+			c, err := f.Attach(n, 1, func(d *Datagram) { ch <- d })
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for i := range 100 {
+				b := make([]byte, mad.Size)
+				mad.NewDirectedSMP(b, mad.MethodGet, mad.SMAttrPortInfo, 5, uint64(i), path(1))
+				for errors.Is(c.Send(&Datagram{SLID: mad.PermissiveLID, DLID: mad.PermissiveLID, MAD: b}), ErrBusy) {
+				}
+				d := <-ch
+				if d.Status != 0 || mad.MAD(d.MAD).TransactionID() != uint64(i) || mad.SMP(d.MAD).Status() != 0 {
+					t.Errorf("%s: answer %d: status %d/%#x TID %d", n.Name(), i, d.Status, mad.SMP(d.MAD).Status(), mad.MAD(d.MAD).TransactionID())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	side.Wait()
+}
