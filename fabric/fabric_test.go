@@ -50,6 +50,22 @@ func TestBadAttributesAndModifiers(t *testing.T) {
 		{"good: P_Key block 1", path(), mad.MethodGet, mad.SMAttrPKeyTable, 1, mad.StatusOK},
 		{"good: MFT block 31", sw, mad.MethodGet, mad.SMAttrMulticastFT, 31, mad.StatusOK},
 	}
+	// SwitchInfo Sets: tops within the tables pass, beyond them fail.
+	for _, c := range []struct {
+		lft, mft uint16
+		want     uint16
+	}{
+		{0xBFFF, 0, mad.StatusOK}, {100, 0xBFFF, mad.StatusOK}, {100, 0xC3FF, mad.StatusOK},
+		{0xC000, 0, mad.StatusInvalidAttrOrModify}, {100, 0xC400, mad.StatusInvalidAttrOrModify},
+		{100, 0x1000, mad.StatusInvalidAttrOrModify},
+	} {
+		si := mad.SwitchInfo{LinearFDBTop: c.lft, MulticastFDBTop: c.mft}
+		b := make([]byte, 64)
+		si.Encode(b)
+		if got := drStatus(t, sm.dr(sw, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)); got != c.want {
+			t.Errorf("SwitchInfo Set LFT top %#x MFT top %#x: status %#x, want %#x", c.lft, c.mft, got, c.want)
+		}
+	}
 	for _, c := range cases {
 		r := sm.dr(c.path, c.method, c.attr, c.mod, nil)
 		if got := drStatus(t, r); got != c.want {

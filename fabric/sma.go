@@ -71,7 +71,9 @@ func (f *Fabric) smaAttr(in *Port, method mad.Method, attr mad.AttributeID, mod 
 			case err != nil:
 				st = mad.StatusInvalidAttrOrModify
 			case int(x.LinearFDBTop) >= linearFDBCap,
-				x.MulticastFDBTop != 0 && (x.MulticastFDBTop < 0xC000 || int(x.MulticastFDBTop) >= 0xC000+multicastFDBCap):
+				// MulticastFDBTop: 0 (not used), 0xBFFF (no entries) or an
+				// entry the table has.
+				x.MulticastFDBTop != 0 && (x.MulticastFDBTop < 0xBFFF || int(x.MulticastFDBTop) >= 0xC000+multicastFDBCap):
 				st = mad.StatusInvalidAttrOrModify
 			default:
 				sw := &n.sw.info
