@@ -62,7 +62,7 @@ type Fabric struct {
 }
 
 type tidKey struct {
-	port *Port
+	port *nodePort
 	tid  uint64
 }
 
@@ -77,7 +77,7 @@ type Node struct {
 	sysGUID  uint64
 	vendor   uint32
 	device   uint16
-	ports    []*Port // ports[0] is a switch's management port; nil on a CA
+	ports    []*nodePort // ports[0] is a switch's management port; nil on a CA
 	sw       *switchState
 	esp0     bool
 	topoNode *TopoNode
@@ -108,7 +108,7 @@ func (n *Node) PortGUID(port int) uint64 {
 func (n *Node) isSwitch() bool { return n.typ == mad.NodeTypeSwitch }
 
 // port returns the node's port num, or nil.
-func (n *Node) port(num int) *Port {
+func (n *Node) port(num int) *nodePort {
 	if num < 0 || num >= len(n.ports) {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (n *Node) port(num int) *Port {
 
 // smaPort returns the port whose LID addresses the node's SMA when a packet
 // arrives on in: port 0 of a switch, the arrival port of a CA.
-func (n *Node) smaPort(in *Port) *Port {
+func (n *Node) smaPort(in *nodePort) *nodePort {
 	if n.isSwitch() {
 		return n.ports[0]
 	}
@@ -131,14 +131,14 @@ type switchState struct {
 	portChange bool
 }
 
-// Port is one port of a node. Its state (PortInfo and the tables) is
+// nodePort is one port of a node. Its state (PortInfo and the tables) is
 // guarded by the fabric's lock. The data plane will give each port a
 // fabric/vl link.
-type Port struct {
+type nodePort struct {
 	node   *Node
 	num    int
 	guid   uint64
-	remote *Port // the port at the other end of the link, nil if none
+	remote *nodePort // the port at the other end of the link, nil if none
 
 	pi         mad.PortInfo // the writable fields and the state; Get fills the rest
 	extEnabled uint8        // extended speeds the topology enables
@@ -161,12 +161,12 @@ type counters struct {
 	linkDowned                           uint64
 }
 
-func (p *Port) lidRange(lid uint16) bool {
+func (p *nodePort) lidRange(lid uint16) bool {
 	base := p.pi.LID
 	return base != 0 && lid >= base && uint32(lid) < uint32(base)+1<<p.pi.LMC
 }
 
-func (p *Port) physUp() bool { return p.pi.PortPhysicalState == mad.PhysStateLinkUp }
+func (p *nodePort) physUp() bool { return p.pi.PortPhysicalState == mad.PhysStateLinkUp }
 
 // New builds a fabric from a topology and starts it: every connected port
 // comes up LinkUp in state INIT, unconnected ports are DOWN (Polling), a
@@ -241,7 +241,7 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		f: f, name: tn.ID, desc: tn.Desc, typ: tn.Type, guid: tn.GUID, sysGUID: tn.SysGUID,
 		vendor: tn.VendorID, device: tn.DeviceID, esp0: tn.ESP0 > 0, topoNode: tn,
 	}
-	n.ports = make([]*Port, len(tn.Ports))
+	n.ports = make([]*nodePort, len(tn.Ports))
 	if n.isSwitch() {
 		n.sw = &switchState{
 			info: mad.SwitchInfo{
@@ -266,7 +266,7 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		if i == 0 && !n.isSwitch() {
 			continue
 		}
-		p := &Port{node: n, num: i, guid: n.guid}
+		p := &nodePort{node: n, num: i, guid: n.guid}
 		if !n.isSwitch() {
 			p.guid = n.guid + uint64(i)
 		}
@@ -333,9 +333,9 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 
 // linkUp brings p's link up: both ends LinkUp and INIT, width and speed
 // the best both enable.
-func (f *Fabric) linkUp(p *Port) {
+func (f *Fabric) linkUp(p *nodePort) {
 	r := p.remote
-	for _, q := range []*Port{p, r} {
+	for _, q := range []*nodePort{p, r} {
 		q.pi.PortPhysicalState = mad.PhysStateLinkUp
 		q.pi.PortState = mad.PortStateInit
 	}
@@ -352,7 +352,7 @@ func (f *Fabric) linkUp(p *Port) {
 	// Extended speeds (FDR 1, EDR 2, HDR 4, NDR 8) show only on a link
 	// both ends enable one of, as in ibsim.
 	e := bestBit(p.extEnabled&r.extEnabled, []uint8{8, 4, 2, 1})
-	for _, q := range []*Port{p, r} {
+	for _, q := range []*nodePort{p, r} {
 		q.pi.LinkSpeedExtActive = e
 		q.pi.LinkSpeedExtEnabled, q.pi.LinkSpeedExtSupported = 0, 0
 		if e != 0 {
@@ -444,7 +444,8 @@ func (f *Fabric) Query(n *Node, attr mad.AttributeID, mod uint32) ([]byte, error
 }
 
 // SetIsSM sets or clears the IsSM capability bit of port's PortInfo (a CA
-// port, or port 0 of a switch).
+// port, or port 0 of a switch). A change sends trap 144 to the port's SM,
+// once the port has a LID and an SM LID.
 func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 	if err := f.checkNode(n); err != nil {
 		return err
@@ -509,7 +510,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	if up {
 		f.linkUp(p)
 	} else {
-		for _, q := range []*Port{p, p.remote} {
+		for _, q := range []*nodePort{p, p.remote} {
 			q.pi.PortPhysicalState = mad.PhysStatePolling
 			q.pi.PortState = mad.PortStateDown
 			q.cnt.linkDowned++
@@ -524,7 +525,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 
 // clientPort returns the port a client may attach to: a CA's port, or a
 // switch's port 0.
-func clientPort(n *Node, port int) (*Port, error) {
+func clientPort(n *Node, port int) (*nodePort, error) {
 	p := n.port(port)
 	if p == nil || (n.isSwitch() && port != 0) {
 		return nil, fmt.Errorf("%w: %s port %d (clients attach to a CA port or a switch's port 0)", ErrNoPort, n.name, port)
@@ -547,7 +548,7 @@ type Datagram struct {
 // Client is a management client attached at a port: an SM, a diag.
 type Client struct {
 	f       *Fabric
-	port    *Port
+	port    *nodePort
 	deliver func(*Datagram)
 	closed  atomic.Bool
 }
@@ -642,7 +643,7 @@ func (c *Client) Close() error {
 // at src, or a trap a node sends (from nil).
 type job struct {
 	d    *Datagram
-	src  *Port
+	src  *nodePort
 	from *Client
 }
 
