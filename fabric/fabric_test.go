@@ -721,3 +721,34 @@ func TestConcurrentFlaps(t *testing.T) {
 	close(stop)
 	side.Wait()
 }
+
+// TestSMPsBeforeActive: with LIDs and LFTs set but every port still INIT,
+// LID-routed SMPs (VL15) reach every LID while GMPs (the PMA's) are
+// dropped at the first link; ARMED is not enough for them either, ACTIVE
+// is.
+func TestSMPsBeforeActive(t *testing.T) {
+	f := openFabric(t, readFile(t, "testdata/net.2sw2path4hca"))
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.route()
+	far := sn.caPorts[f.NodeByName("Hca2").PortGUID(1)].lid
+	if r := sm.lidReq(far, mad.ClassSubnLID, mad.MethodGet, mad.SMAttrNodeInfo, 0, nil); r.Status != 0 {
+		t.Fatal("LID-routed SMP through INIT ports dropped")
+	}
+	pma := func() int {
+		data := make([]byte, 64)
+		data[1] = 1
+		return sm.lidReq(far, mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCounters, 0, data).Status
+	}
+	if st := pma(); st != StatusTimeout {
+		t.Fatalf("GMP through INIT ports: status %d", st)
+	}
+	sm.noActivate = false
+	sm.activate(sn, mad.PortStateArmed)
+	if st := pma(); st != StatusTimeout {
+		t.Fatalf("GMP through ARMED ports: status %d", st)
+	}
+	sm.activate(sn, mad.PortStateActive)
+	if st := pma(); st != 0 {
+		t.Fatalf("GMP through ACTIVE ports: status %d", st)
+	}
+}
