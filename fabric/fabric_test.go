@@ -205,6 +205,42 @@ func TestAfterSweep(t *testing.T) {
 		}
 	})
 
+	t.Run("LMC", func(t *testing.T) {
+		// Hca4 (on Switch2 port 2) takes LIDs 0x40-0x43: base 0x40, LMC 2.
+		hca4 := f.NodeByName("Hca4")
+		cp := sn.caPorts[hca4.PortGUID(1)]
+		pi, _ := mad.ParsePortInfo(sm.drOK(cp.path, mad.MethodGet, mad.SMAttrPortInfo, 1, nil))
+		pi.LID, pi.LMC, pi.PortState = 0x40, 2, mad.PortStateNoChange
+		b := make([]byte, 64)
+		pi.Encode(b)
+		sm.drOK(cp.path, mad.MethodSet, mad.SMAttrPortInfo, 1, b)
+		for _, sw := range []struct {
+			name string
+			port byte
+		}{{"Switch1", 3}, {"Switch2", 2}} {
+			n := sn.nodes[f.NodeByName(sw.name).GUID()]
+			si, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrSwitchInfo, 0, nil))
+			si.LinearFDBTop = 0x43
+			si.Encode(b)
+			sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)
+			blk := sm.drOK(n.path, mad.MethodGet, mad.SMAttrLinearFT, 1, nil)
+			for i := range 4 {
+				blk[i] = sw.port
+			}
+			sm.drOK(n.path, mad.MethodSet, mad.SMAttrLinearFT, 1, blk)
+		}
+		for lid := uint16(0x40); lid <= 0x44; lid++ {
+			r := sm.lidReq(lid, mad.ClassSubnLID, mad.MethodGet, mad.SMAttrNodeInfo, 0, nil)
+			ni, _ := mad.ParseNodeInfo(mad.SMP(r.MAD).Data())
+			switch {
+			case lid < 0x44 && (r.Status != 0 || ni.PortGUID != hca4.PortGUID(1) || r.SLID != lid):
+				t.Errorf("LID %#x: status %d, port %#x, SLID %#x", lid, r.Status, ni.PortGUID, r.SLID)
+			case lid == 0x44 && r.Status != StatusTimeout:
+				t.Errorf("LID %#x past the LMC range and the LFT top answered", lid)
+			}
+		}
+	})
+
 	t.Run("trap 144 when a port becomes an SM", func(t *testing.T) {
 		hca2 := f.NodeByName("Hca2")
 		sm.traps = nil
