@@ -555,3 +555,18 @@ func BenchmarkSweepFatTree(b *testing.B) {
 		f.Close()
 	}
 }
+
+// TestSweepBigFatTree sweeps a larger fat tree when SOFTRDMA_FABRIC_BIG is
+// set (12 spines, 24 leaves of 24 CAs: 612 nodes), for the figures in
+// DESIGN.md.
+func TestSweepBigFatTree(t *testing.T) {
+	if os.Getenv("SOFTRDMA_FABRIC_BIG") == "" {
+		t.Skip("set SOFTRDMA_FABRIC_BIG=1 to sweep a 612-node fat tree")
+	}
+	f := openFabric(t, fatTree(12, 24, 24))
+	start := time.Now()
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.sweep()
+	t.Logf("fat tree (36 switches, 576 CAs): sweep took %v, %d MADs delivered", time.Since(start), f.Stats().Delivered)
+	checkSubnet(t, f, sm, sn, 36+576, 576)
+}
