@@ -557,8 +557,9 @@ type Client struct {
 // of a switch). The fabric calls deliver, from its own goroutine, with
 // every MAD that arrives for that port's QP0 or QP1 and that the node's
 // agents (SMA, PMA) do not consume: responses to the client's requests (to
-// the client that sent the request, when several share the port), traps
-// and other requests (to every client of the port), and StatusTimeout
+// the client that sent the request, when several share the port), traps,
+// SMInfo if the port is an SM's (SetIsSM), and other requests (to every
+// client of the port), and StatusTimeout
 // reports of its requests that were dropped. deliver must not block long,
 // and must not call Fabric.Close (which waits for the goroutine calling
 // it); it may call Send, Query and Client.Close.

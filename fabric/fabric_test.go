@@ -482,6 +482,13 @@ func TestSMInfoToClient(t *testing.T) {
 	}
 	defer other.Close()
 	p := path(1, 3, 1) // Hca1 -> Switch1 port 3 -> Switch2 port 1 -> Hca2
+	// A client that is not an SM does not get SMInfo: the SMA refuses it.
+	if st := drStatus(t, sm.dr(p, mad.MethodGet, mad.SMAttrSMInfo, 0, nil)); st != mad.StatusMethodAttrInvalid {
+		t.Fatalf("SMInfo to a port without IsSM: status %#x", st)
+	}
+	if err := f.SetIsSM(f.NodeByName("Hca2"), 1, true); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := mad.ParseSMInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrSMInfo, 0, nil))
 	if got.GUID != 0xABCD || got.SMState != mad.SMStateStandby {
 		t.Errorf("SMInfo %+v", got)

@@ -115,8 +115,13 @@ func (f *Fabric) request(j job, in, dest *nodePort, out *[]delivery, pending *[]
 			// The SM asks the node to stop repeating a trap: the agents
 			// send each trap once, so there is nothing to stop.
 			return
-		case method == mad.MethodTrap || method == mad.MethodReport || attr == mad.SMAttrSMInfo:
-			if len(dest.clients) > 0 || method != mad.MethodGet && method != mad.MethodSet {
+		case method == mad.MethodTrap || method == mad.MethodReport:
+			f.toClients(dest, d, false, out, drop)
+			return
+		case attr == mad.SMAttrSMInfo && (method == mad.MethodGet || method == mad.MethodSet):
+			// Only an SM answers SMInfo: the port's clients get it when
+			// the port says IsSM (SetIsSM), else the SMA refuses it.
+			if len(dest.clients) > 0 && dest.pi.CapabilityMask&mad.PortCapIsSM != 0 {
 				f.toClients(dest, d, false, out, drop)
 				return
 			}
