@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -36,6 +37,8 @@ type Options struct {
 	// QueueLen bounds the datagrams waiting for the fabric's goroutine;
 	// Send fails with ErrBusy beyond it. 0 means 1024.
 	QueueLen int
+	// Now is the clock of the M_Key lease periods; nil means time.Now.
+	Now func() time.Time
 }
 
 // Fabric is a running emulated subnet built from a topology: its nodes, the
@@ -47,6 +50,7 @@ type Fabric struct {
 	byName map[string]*Node
 	byGUID map[uint64]*Node
 	log    *slog.Logger
+	now    func() time.Time
 
 	queue chan job
 	done  chan struct{}
@@ -142,6 +146,9 @@ type nodePort struct {
 
 	pi         mad.PortInfo // the writable fields and the state; Get fills the rest
 	extEnabled uint8        // extended speeds the topology enables
+	// leaseStart is when the M_Key lease period started running (at an
+	// M_Key violation); zero when it does not run.
+	leaseStart time.Time
 	pkeys      []uint16
 	guids      [guidCap]uint64
 	sl2vl      [][mad.SLToVLTableSize]byte // CA: [0]; switch: [in port]
@@ -187,11 +194,15 @@ func New(t *Topology, opts *Options) (*Fabric, error) {
 	if o.QueueLen <= 0 {
 		o.QueueLen = queueLen
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	f := &Fabric{
 		topo:     t,
 		byName:   make(map[string]*Node),
 		byGUID:   make(map[uint64]*Node),
 		log:      o.Logger,
+		now:      o.Now,
 		queue:    make(chan job, o.QueueLen),
 		done:     make(chan struct{}),
 		tidOwner: make(map[tidKey]*Client),

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -793,5 +794,46 @@ func TestSMPsBeforeActive(t *testing.T) {
 	sm.activate(sn, mad.PortStateActive)
 	if st := pma(); st != 0 {
 		t.Fatalf("GMP through ACTIVE ports: status %d", st)
+	}
+}
+
+// TestMKeyLease: at a violation the lease period starts; when it passes
+// with no SMP carrying the key, the protect bits drop to 0 and Gets pass
+// again (the key itself stays).
+func TestMKeyLease(t *testing.T) {
+	topo, err := ParseTopology(strings.NewReader(readFile(t, "testdata/net")), "net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	f, err := New(topo, &Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	sm := newSM(t, f, "Hca1", 1)
+	p := path(1, 2)
+	pi, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil))
+	pi.MKey, pi.MKeyProtectBits, pi.MKeyLeasePeriod = 0x55, 2, 10
+	b := make([]byte, 64)
+	pi.Encode(b)
+	sm.drOK(p, mad.MethodSet, mad.SMAttrPortInfo, 0, b)
+	if sm.dr(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil) != nil {
+		t.Fatal("Get without the key answered at protect bits 2")
+	}
+	advance(9 * time.Second)
+	if sm.dr(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil) != nil {
+		t.Fatal("answered before the lease ran out")
+	}
+	advance(2 * time.Second)
+	r := sm.dr(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil)
+	if r == nil {
+		t.Fatal("still protected after the lease ran out")
+	}
+	got, _ := mad.ParsePortInfo(r.Data())
+	if got.MKeyProtectBits != 0 || got.MKey != 0x55 {
+		t.Errorf("after the lease: protect bits %d, M_Key %#x", got.MKeyProtectBits, got.MKey)
 	}
 }

@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"time"
+
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -11,9 +13,20 @@ import (
 // mkeyOK applies the M_Key check (14.2.4.1) of port p to an SMP: a port
 // whose M_Key is 0, or an SMP carrying it, passes; otherwise a Get passes
 // only with protect bits 0 or 1 and a Set never. A failing SMP is counted
-// in MKeyViolations and dropped.
+// in MKeyViolations and dropped, and starts the lease period (14.2.4.2)
+// if it is not running: when MKeyLeasePeriod seconds pass with no SMP
+// carrying the key, the protect bits drop to 0.
 func (f *Fabric) mkeyOK(p *nodePort, s mad.SMP, method mad.Method) bool {
+	now := f.now()
+	if !p.leaseStart.IsZero() && p.pi.MKeyLeasePeriod != 0 &&
+		now.Sub(p.leaseStart) >= time.Duration(p.pi.MKeyLeasePeriod)*time.Second {
+		p.pi.MKeyProtectBits = 0
+		p.leaseStart = time.Time{}
+	}
 	if p.pi.MKey == 0 || s.MKey() == p.pi.MKey {
+		if p.pi.MKey != 0 {
+			p.leaseStart = time.Time{} // the SM holding the key is alive
+		}
 		return true
 	}
 	if method == mad.MethodGet && p.pi.MKeyProtectBits <= 1 {
@@ -21,6 +34,9 @@ func (f *Fabric) mkeyOK(p *nodePort, s mad.SMP, method mad.Method) bool {
 	}
 	if p.pi.MKeyViolations < 0xFFFF {
 		p.pi.MKeyViolations++
+	}
+	if p.leaseStart.IsZero() && p.pi.MKeyLeasePeriod != 0 {
+		p.leaseStart = now
 	}
 	return false
 }
