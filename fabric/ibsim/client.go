@@ -38,7 +38,7 @@ type Client struct {
 	dconn   net.Conn // in, either kind
 	slot    uint32
 	node    string
-	srvData *net.UDPAddr // udp: the slot's server socket
+	srvData net.Addr // the slot's server socket
 	mu      sync.Mutex
 }
 
@@ -62,17 +62,19 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 			return nil, fmt.Errorf("ibsim: control socket: %w", err)
 		}
 		c.cconn = c.ctl
-		if err = c.connect(ctx, id, cfg); err != nil {
+		// The input socket exists before CONNECT: ibsim connects the
+		// slot's socket to it while answering.
+		if c.in, err = net.ListenUnixgram("unixgram", abstract(base+":in"+ids)); err != nil {
 			c.ctl.Close()
-			return nil, err
-		}
-		// The input socket is bound and connected to the slot's socket, as
-		// umad2sim's is.
-		if c.in, err = net.DialUnix("unixgram", abstract(base+":in"+ids), abstract(base+":out"+strconv.Itoa(int(c.slot)))); err != nil {
-			c.ctl.Close()
-			return nil, fmt.Errorf("ibsim: data socket: %w", err)
+			return nil, fmt.Errorf("ibsim: input socket: %w", err)
 		}
 		c.dconn = c.in
+		if err = c.connect(ctx, id, cfg); err != nil {
+			c.ctl.Close()
+			c.in.Close()
+			return nil, err
+		}
+		c.srvData = abstract(base + ":out" + strconv.Itoa(int(c.slot)))
 		return c, nil
 	case "udp":
 		addr := cfg.Addr
@@ -174,12 +176,7 @@ func (c *Client) Ctl(ctx context.Context, t CtlType, data []byte) ([]byte, error
 // Send sends a MAD request to the server.
 func (c *Client) Send(r *Request) error {
 	b := r.Append(nil)
-	var err error
-	if c.uin != nil {
-		_, err = c.uin.WriteTo(b, c.srvData)
-	} else {
-		_, err = c.in.Write(b)
-	}
+	_, err := c.dconn.(net.PacketConn).WriteTo(b, c.srvData)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -147,6 +148,16 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 // name that ends in a NUL byte.
 func abstract(name string) *net.UnixAddr {
 	return &net.UnixAddr{Name: "@" + name + "\x00", Net: "unixgram"}
+}
+
+// peer returns the address to answer a datagram from: the sender's, where
+// an abstract unix name gets back the NUL byte ibsim's clients end it with
+// and Go's net package cuts.
+func peer(from net.Addr) net.Addr {
+	if u, ok := from.(*net.UnixAddr); ok && strings.HasPrefix(u.Name, "@") && !strings.HasSuffix(u.Name, "\x00") {
+		return &net.UnixAddr{Name: u.Name + "\x00", Net: u.Net}
+	}
+	return from
 }
 
 func (s *Server) bindUnix() error {
@@ -290,6 +301,7 @@ func (s *Server) ctlLoop() {
 			s.log.Warn("ibsim: control message for a bad client slot dropped", "slot", c.ClientID, "type", c.Type)
 			continue
 		}
+		from = peer(from)
 		s.control(&c, from)
 		s.st.ctlRequests.Add(1)
 		out := c.Append(make([]byte, 0, CtlSize))
@@ -543,7 +555,7 @@ func (s *Server) dataLoop(i int) {
 			continue
 		}
 		sess := s.session(uint32(i))
-		if sess == nil || from == nil || from.String() != sess.addr.String() {
+		if sess == nil || from == nil || peer(from).String() != sess.addr.String() {
 			s.st.badRequests.Add(1)
 			s.log.Debug("ibsim: datagram from no client dropped", "slot", i, "from", from)
 			continue

@@ -24,6 +24,8 @@ var layers = map[string]int{
 	"link/loop": 2, "link/udp": 2, "link/fault": 2, "link/pcap": 2, "link/linktest": 2,
 	// The verbs API and engine, connection management, rdma_cm.
 	"verbs": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,
+	// The InfiniBand fabric (issue 10) and its ibsim protocol server.
+	"fabric/ibsim": 4,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
