@@ -282,10 +282,9 @@ func TestSessionServer(t *testing.T) {
 	sock := sockName()
 	s := startServer(t, b, Config{SockName: sock})
 	checkSession(t, ClientConfig{SockName: sock}, "Hca1")
-	st := s.Stats()
-	if st.Connects != 2 || st.Undeliverable != 1 || st.Delivered != 2 || st.Requests != 2 {
-		t.Fatalf("stats %+v", st)
-	}
+	waitStats(t, s, func(st Stats) bool {
+		return st.Connects == 2 && st.Undeliverable == 1 && st.Delivered == 2 && st.Requests == 2
+	})
 	if b.attached() != 0 {
 		t.Fatalf("%d attachments left after every client closed", b.attached())
 	}

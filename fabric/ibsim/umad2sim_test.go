@@ -1,0 +1,61 @@
+package ibsim
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"testing"
+	"time"
+)
+
+const umad2simLib = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+// runSim runs an unmodified infiniband-diags command under libumad2sim
+// (ibsim-run) against the server on sock, and returns its output. It skips
+// the test when the Debian packages are missing.
+func runSim(t *testing.T, sock string, env []string, args ...string) (string, error) {
+	t.Helper()
+	for _, bin := range []string{"ibsim-run", args[0]} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (Debian: apt-get install ibsim-utils libumad2sim0 infiniband-diags opensm); CI installs it", bin)
+		}
+	}
+	if _, err := os.Stat(umad2simLib); err != nil {
+		t.Skipf("no %s (Debian: apt-get install libumad2sim0): %v", umad2simLib, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ibsim-run", args...)
+	cmd.Env = append(append(os.Environ(), "IBSIM_SOCKNAME="+sock), env...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestUmad2simSmpquery runs smpquery under libumad2sim against the server:
+// libumad2sim's session (CONNECT, the GET_ queries, its data socket) and a
+// directed-route SMP work as they do against ibsim.
+func TestUmad2simSmpquery(t *testing.T) {
+	b := newTestBackend()
+	sock := sockName()
+	startServer(t, b, Config{SockName: sock})
+	for _, tc := range []struct{ host, typ, guid string }{
+		{"", "Switch", "0x0002c90000000100"},
+		{"Hca1", "Channel Adapter", "0x0002c90000000200"},
+	} {
+		var env []string
+		if tc.host != "" {
+			env = append(env, "SIM_HOST="+tc.host)
+		}
+		out, err := runSim(t, sock, env, "smpquery", "-D", "nodeinfo", "0")
+		if err != nil {
+			t.Fatalf("smpquery at %q: %v\n%s", tc.host, err, out)
+		}
+		for _, want := range []string{`(?m)^NodeType:\.+` + tc.typ + `$`, `(?m)^Guid:\.+` + tc.guid + `$`} {
+			if !regexp.MustCompile(want).MatchString(out) {
+				t.Errorf("smpquery at %q printed no %s:\n%s", tc.host, want, out)
+			}
+		}
+	}
+}
