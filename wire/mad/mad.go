@@ -54,10 +54,20 @@ type Class uint8
 // ClassCM is the Communication Management class.
 const ClassCM Class = 0x07
 
-// String returns "CM" or the class number.
+// String returns the class name, such as "CM" or "SubnDirected", or the
+// class number.
 func (c Class) String() string {
-	if c == ClassCM {
+	switch c {
+	case ClassCM:
 		return "CM"
+	case ClassSubnLID:
+		return "SubnLID"
+	case ClassSubnDirected:
+		return "SubnDirected"
+	case ClassSubnAdm:
+		return "SubnAdm"
+	case ClassPerf:
+		return "Perf"
 	}
 	return fmt.Sprintf("Class(0x%02x)", uint8(c))
 }
@@ -84,6 +94,14 @@ func (m Method) String() string {
 		return "Send"
 	case MethodGetResp:
 		return "GetResp"
+	case MethodTrap:
+		return "Trap"
+	case MethodReport:
+		return "Report"
+	case MethodTrapRepress:
+		return "TrapRepress"
+	case MethodReportResp:
+		return "ReportResp"
 	}
 	return fmt.Sprintf("Method(0x%02x)", uint8(m))
 }

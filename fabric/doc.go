@@ -1,0 +1,23 @@
+// Package fabric emulates the management plane of an InfiniBand subnet:
+// nodes (channel adapters and switches) with their ports and the links
+// between them, read from a topology file in the format ibnetdiscover prints
+// (ParseTopology), and the subnet management and performance management
+// agents of every node.
+//
+// Management clients (a subnet manager, diagnostics) attach to a CA port or
+// to a switch's port 0 (Attach) and send MADs (Client.Send). Directed-route
+// SMPs walk their initial path hop by hop and their responses the return
+// path back (IBTA volume 1, 14.2.2); LID-routed SMPs and GMPs are forwarded
+// by the switches' linear forwarding tables, and dropped, counted, when a
+// table has no route or a link is down. Each node's SMA answers Get and Set
+// of the SM attributes (NodeInfo, NodeDescription, PortInfo with IBTA's port
+// state machine, SwitchInfo, GUIDInfo, P_KeyTable, SL-to-VL and VL
+// arbitration tables, linear and multicast forwarding tables) and hands
+// SMInfo to an SM client attached at the port; each node's PMA answers
+// PortCounters and PortCountersExtended from counters every MAD crossing a
+// port moves. Switches send trap 128 to the SM LID when a port's state
+// changes.
+//
+// The data plane (LRH packets, virtual lanes and credits) is not here yet:
+// a port will own a fabric/vl link.
+package fabric
