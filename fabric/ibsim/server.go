@@ -594,8 +594,9 @@ func (s *Server) send(sess *session, r *Request) {
 }
 
 // deliver hands a MAD the fabric delivered at att's port to a client there,
-// chosen as ibsim's find_client chooses: a response goes to the client
-// whose slot its transaction ID carries; a MAD for a QP above 1 to the
+// chosen as ibsim's find_client chooses: a response (or a request the
+// fabric returns with a status) goes to the client whose slot its
+// transaction ID carries; a MAD for a QP above 1 to the
 // client serving that QP; a request for QP0 or QP1 to the port's SM.
 func (s *Server) deliver(att *attachment, d *Datagram) {
 	r := Request{DLID: d.DLID, SLID: d.SLID, DQP: d.DQP, SQP: d.SQP, Status: uint32(d.Status), Length: MADSize}
@@ -603,7 +604,9 @@ func (s *Server) deliver(att *attachment, d *Datagram) {
 	resp := r.IsResponse()
 	var to *session
 	s.mu.Lock()
-	if resp {
+	// A response, or a request of ours the fabric reports undeliverable,
+	// goes back to the client whose slot the TID carries.
+	if resp || r.Status != 0 {
 		if i := r.TID() >> 48; i < MaxClients {
 			if o := s.sessions[i]; o != nil && o.att == att {
 				to = o
