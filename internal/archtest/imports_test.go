@@ -22,9 +22,10 @@ var layers = map[string]int{
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/fault": 2, "link/pcap": 2, "link/linktest": 2,
-	// The verbs API and engine, connection management, rdma_cm.
-	"verbs": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,
-	// The InfiniBand fabric (issue 10) and its ibsim protocol server.
+	// The verbs API and engine, the emulated InfiniBand fabric, connection
+	// management, rdma_cm.
+	"verbs": 3, "fabric": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,
+	// The fabric's server of Linux ibsim's client protocol.
 	"fabric/ibsim": 4,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
@@ -36,7 +37,7 @@ var layers = map[string]int{
 
 // stdlibOnly lists packages that import nothing outside the standard
 // library and the module.
-var stdlibOnly = []string{"wire", "wire/mad", "internal/mem", "link", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
+var stdlibOnly = []string{"wire", "wire/mad", "fabric", "internal/mem", "link", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
 
 // pure lists packages that are state machines only: no clock, no locks, no
 // I/O. They import nothing but these (DESIGN.md, "The requester core").

@@ -1,0 +1,147 @@
+package fabric
+
+import (
+	"math"
+
+	"github.com/softrdma/softrdma/wire/mad"
+)
+
+// The performance management agent of every node (IBTA volume 1 16.1):
+// ClassPortInfo, PortCounters and PortCountersExtended from the counters
+// the fabric moves as MADs cross ports. It runs under f.mu.
+
+// PMA capability mask bits of ClassPortInfo.
+const (
+	pmaAllPortSelect   = 1 << 8
+	pmaExtWidth        = 1 << 9
+	pmaXmitWaitSupport = 1 << 12
+)
+
+// pma answers a PMA Get or Set of attr at the node of port at; data is the
+// MAD from PerfDataOffset on, and gets the answer.
+func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []byte) uint16 {
+	n := at.node
+	switch attr {
+	case mad.AttrClassPortInfo:
+		if method != mad.MethodGet {
+			return mad.StatusMethodAttrInvalid
+		}
+		cpi := mad.ClassPortInfo{BaseVersion: 1, ClassVersion: 1, CapabilityMask: pmaExtWidth | pmaXmitWaitSupport, RespTimeValue: 0x12}
+		if n.isSwitch() {
+			cpi.CapabilityMask |= pmaAllPortSelect
+		}
+		clear(data)
+		cpi.Encode(data)
+		return mad.StatusOK
+	case mad.PerfAttrPortCounters, mad.PerfAttrPortCountersExt:
+	default:
+		return mad.StatusMethodAttrInvalid
+	}
+	sel := int(data[1])
+	var ports []*Port
+	switch {
+	case sel == 0xFF && n.isSwitch():
+		for _, p := range n.ports[1:] {
+			ports = append(ports, p)
+		}
+	case sel == 0xFF:
+		return mad.StatusInvalidAttrOrModify
+	case sel == 0 && !n.isSwitch():
+		ports = []*Port{at}
+	default:
+		p := n.port(sel)
+		if p == nil {
+			return mad.StatusInvalidAttrOrModify
+		}
+		ports = []*Port{p}
+	}
+	if attr == mad.PerfAttrPortCounters {
+		x, err := mad.ParsePortCounters(data)
+		if err != nil {
+			return mad.StatusInvalidAttrOrModify
+		}
+		if method == mad.MethodSet {
+			for _, p := range ports {
+				clearCounters(&p.cnt, x.CounterSelect)
+			}
+		}
+		var sum counters
+		for _, p := range ports {
+			addCounters(&sum, &p.cnt)
+		}
+		y := mad.PortCounters{
+			PortSelect:               uint8(sel),
+			CounterSelect:            x.CounterSelect,
+			LinkDownedCounter:        uint8(sat(sum.linkDowned, math.MaxUint8)),
+			PortRcvErrors:            uint16(sat(sum.rcvErrors, math.MaxUint16)),
+			PortRcvSwitchRelayErrors: uint16(sat(sum.switchRelayErrors, math.MaxUint16)),
+			PortXmitDiscards:         uint16(sat(sum.xmitDiscards, math.MaxUint16)),
+			VL15Dropped:              uint16(sat(sum.vl15Dropped, math.MaxUint16)),
+			PortXmitData:             uint32(sat(sum.xmitData, math.MaxUint32)),
+			PortRcvData:              uint32(sat(sum.rcvData, math.MaxUint32)),
+			PortXmitPkts:             uint32(sat(sum.xmitPkts, math.MaxUint32)),
+			PortRcvPkts:              uint32(sat(sum.rcvPkts, math.MaxUint32)),
+		}
+		clear(data)
+		y.Encode(data)
+		return mad.StatusOK
+	}
+	x, err := mad.ParsePortCountersExt(data)
+	if err != nil {
+		return mad.StatusInvalidAttrOrModify
+	}
+	if method == mad.MethodSet {
+		for _, p := range ports {
+			c := &p.cnt
+			for bit, v := range []*uint64{&c.xmitData, &c.rcvData, &c.xmitPkts, &c.rcvPkts} {
+				if x.CounterSelect&(1<<bit) != 0 {
+					*v = 0
+				}
+			}
+		}
+	}
+	var sum counters
+	for _, p := range ports {
+		addCounters(&sum, &p.cnt)
+	}
+	y := mad.PortCountersExt{
+		PortSelect: uint8(sel), CounterSelect: x.CounterSelect,
+		PortXmitData: sum.xmitData, PortRcvData: sum.rcvData,
+		PortXmitPkts: sum.xmitPkts, PortRcvPkts: sum.rcvPkts,
+		// Every MAD is unicast: the management plane routes no multicast.
+		PortUnicastXmitPkts: sum.xmitPkts, PortUnicastRcvPkts: sum.rcvPkts,
+	}
+	clear(data)
+	y.Encode(data[:mad.PortCountersExtSize])
+	return mad.StatusOK
+}
+
+func sat(v, limit uint64) uint64 { return min(v, limit) }
+
+func addCounters(a, b *counters) {
+	a.xmitData += b.xmitData
+	a.rcvData += b.rcvData
+	a.xmitPkts += b.xmitPkts
+	a.rcvPkts += b.rcvPkts
+	a.rcvErrors += b.rcvErrors
+	a.switchRelayErrors += b.switchRelayErrors
+	a.xmitDiscards += b.xmitDiscards
+	a.vl15Dropped += b.vl15Dropped
+	a.linkDowned += b.linkDowned
+}
+
+// clearCounters clears the counters PortCounters' CounterSelect names.
+func clearCounters(c *counters, sel uint16) {
+	bits := []struct {
+		bit uint
+		v   *uint64
+	}{
+		{2, &c.linkDowned}, {3, &c.rcvErrors}, {5, &c.switchRelayErrors}, {6, &c.xmitDiscards},
+		{11, &c.vl15Dropped}, {12, &c.xmitData}, {13, &c.rcvData}, {14, &c.xmitPkts}, {15, &c.rcvPkts},
+	}
+	for _, b := range bits {
+		if sel&(1<<b.bit) != 0 {
+			*b.v = 0
+		}
+	}
+}

@@ -1,0 +1,522 @@
+package fabric
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/internal/leakcheck"
+	"github.com/softrdma/softrdma/wire/mad"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// testSM is a tiny subnet manager over Attach and Send: one request at a
+// time, each answered (or reported timed out) before the next.
+type testSM struct {
+	t   testing.TB
+	f   *Fabric
+	c   *Client
+	ch  chan *Datagram
+	tid uint64
+	lid uint16 // the SM port's LID once assigned
+}
+
+func newSM(t testing.TB, f *Fabric, node string, port int) *testSM {
+	t.Helper()
+	sm := &testSM{t: t, f: f, ch: make(chan *Datagram, 64)}
+	c, err := f.Attach(f.NodeByName(node), port, func(d *Datagram) { sm.ch <- d })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm.c = c
+	t.Cleanup(func() { c.Close() })
+	return sm
+}
+
+// await returns the next datagram for the SM with transaction ID tid;
+// anything else (traps) is passed to other.
+func (sm *testSM) await(tid uint64, other func(*Datagram)) *Datagram {
+	sm.t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case d := <-sm.ch:
+			if mad.MAD(d.MAD).TransactionID() == tid {
+				return d
+			}
+			if other != nil {
+				other(d)
+			} else {
+				sm.t.Fatalf("unexpected datagram: %v", mad.MAD(d.MAD).Fields())
+			}
+		case <-timer.C:
+			sm.t.Fatalf("no answer to TID %#x", tid)
+			return nil
+		}
+	}
+}
+
+// do sends d and returns the answer: a response, or d itself back with
+// StatusTimeout.
+func (sm *testSM) do(d *Datagram) *Datagram {
+	sm.t.Helper()
+	if err := sm.c.Send(d); err != nil {
+		sm.t.Fatal(err)
+	}
+	return sm.await(mad.MAD(d.MAD).TransactionID(), nil)
+}
+
+// dr sends a directed-route SMP along path and returns the response SMP
+// (nil on a timeout).
+func (sm *testSM) dr(path []byte, method mad.Method, attr mad.AttributeID, mod uint32, data []byte) mad.SMP {
+	sm.t.Helper()
+	sm.tid++
+	b := make([]byte, mad.Size)
+	s, err := mad.NewDirectedSMP(b, method, attr, mod, sm.tid, path)
+	if err != nil {
+		sm.t.Fatal(err)
+	}
+	copy(s.Data(), data)
+	r := sm.do(&Datagram{SLID: mad.PermissiveLID, DLID: mad.PermissiveLID, PKey: 0xFFFF, MAD: b})
+	if r.Status != 0 {
+		return nil
+	}
+	rs := mad.SMP(r.MAD)
+	if !rs.Direction() || rs.MAD().Method() != mad.MethodGetResp || rs.HopPointer() != 0 {
+		sm.t.Fatalf("DR response: D %v method %v hop pointer %d", rs.Direction(), rs.MAD().Method(), rs.HopPointer())
+	}
+	return rs
+}
+
+// drOK is dr that fails the test unless the answer has status 0.
+func (sm *testSM) drOK(path []byte, method mad.Method, attr mad.AttributeID, mod uint32, data []byte) []byte {
+	sm.t.Helper()
+	r := sm.dr(path, method, attr, mod, data)
+	if r == nil {
+		sm.t.Fatalf("%v %s mod %d along %v: timed out", method, mad.AttrName(mad.ClassSubnDirected, attr), mod, path)
+	}
+	if r.Status() != 0 {
+		sm.t.Fatalf("%v %s mod %d along %v: status %#x", method, mad.AttrName(mad.ClassSubnDirected, attr), mod, path, r.Status())
+	}
+	return append([]byte(nil), r.Data()...)
+}
+
+// lidReq sends a LID-routed MAD of class c to dlid and returns the answer
+// datagram (Status StatusTimeout if dropped).
+func (sm *testSM) lidReq(dlid uint16, c mad.Class, method mad.Method, attr mad.AttributeID, mod uint32, data []byte) *Datagram {
+	sm.t.Helper()
+	sm.tid++
+	b := make([]byte, mad.Size)
+	m := mad.MAD(b)
+	b[0], b[2] = 1, 1
+	m.SetMgmtClass(c)
+	m.SetMethod(method)
+	m.SetTransactionID(sm.tid)
+	m.SetAttributeID(attr)
+	m.SetAttributeModifier(mod)
+	qp := uint32(0)
+	if c == mad.ClassPerf {
+		qp = 1
+		copy(b[mad.PerfDataOffset:], data)
+	} else {
+		copy(b[mad.SMPDataOffset:], data)
+	}
+	return sm.do(&Datagram{SLID: sm.lid, DLID: dlid, DQP: qp, SQP: qp, PKey: 0xFFFF, QKey: mad.GSIQKey, MAD: b})
+}
+
+func path(hops ...int) []byte {
+	p := []byte{0}
+	for _, h := range hops {
+		p = append(p, byte(h))
+	}
+	return p
+}
+
+// discovered is what the SM learns of one node.
+type smNode struct {
+	info  mad.NodeInfo
+	path  []byte
+	links map[int]smEnd // switch port -> neighbour
+	lid   uint16        // switches: port 0's
+}
+
+type smEnd struct {
+	guid uint64
+	port int
+}
+
+type smSubnet struct {
+	nodes    map[uint64]*smNode // by node GUID
+	order    []uint64
+	caPorts  map[uint64]smCAPort // by port GUID
+	caOrder  []uint64
+	lidOwner map[uint16]uint64 // LID -> port GUID (switch: node GUID)
+	maxLID   uint16
+}
+
+type smCAPort struct {
+	node uint64
+	num  int
+	path []byte
+	sw   smEnd // the switch port it is linked to
+	lid  uint16
+}
+
+// sweep discovers the subnet by directed route, assigns LIDs, programs
+// every LFT and brings every port to ACTIVE, as an SM does.
+func (sm *testSM) sweep() *smSubnet {
+	sm.t.Helper()
+	sn := &smSubnet{nodes: map[uint64]*smNode{}, caPorts: map[uint64]smCAPort{}, lidOwner: map[uint16]uint64{}}
+	type item struct {
+		path []byte
+		from smEnd
+	}
+	queue := []item{{path: path()}}
+	for len(queue) > 0 {
+		it := queue[0]
+		queue = queue[1:]
+		ni, err := mad.ParseNodeInfo(sm.drOK(it.path, mad.MethodGet, mad.SMAttrNodeInfo, 0, nil))
+		if err != nil {
+			sm.t.Fatal(err)
+		}
+		if ni.NodeType == mad.NodeTypeCA {
+			if cp, seen := sn.caPorts[ni.PortGUID]; !seen {
+				sn.caPorts[ni.PortGUID] = smCAPort{node: ni.NodeGUID, num: int(ni.LocalPortNum), path: it.path, sw: it.from}
+				sn.caOrder = append(sn.caOrder, ni.PortGUID)
+			} else if cp.sw.guid == 0 {
+				// The SM's own port, seen again from its switch.
+				cp.sw = it.from
+				sn.caPorts[ni.PortGUID] = cp
+			}
+			if _, seen := sn.nodes[ni.NodeGUID]; !seen {
+				sn.nodes[ni.NodeGUID] = &smNode{info: ni, path: it.path, links: map[int]smEnd{}}
+				sn.order = append(sn.order, ni.NodeGUID)
+			}
+			if it.from.guid != 0 {
+				sn.nodes[it.from.guid].links[it.from.port] = smEnd{ni.NodeGUID, int(ni.LocalPortNum)}
+			} else {
+				// The SM's own CA: the subnet starts behind its port.
+				queue = append(queue, item{path: path(int(ni.LocalPortNum)), from: smEnd{ni.NodeGUID, int(ni.LocalPortNum)}})
+			}
+			continue
+		}
+		if it.from.guid != 0 {
+			sn.nodes[it.from.guid].links[it.from.port] = smEnd{ni.NodeGUID, int(ni.LocalPortNum)}
+		}
+		if _, seen := sn.nodes[ni.NodeGUID]; seen {
+			continue
+		}
+		n := &smNode{info: ni, path: it.path, links: map[int]smEnd{}}
+		sn.nodes[ni.NodeGUID] = n
+		sn.order = append(sn.order, ni.NodeGUID)
+		for port := 1; port <= int(ni.NumPorts); port++ {
+			pi, err := mad.ParsePortInfo(sm.drOK(it.path, mad.MethodGet, mad.SMAttrPortInfo, uint32(port), nil))
+			if err != nil {
+				sm.t.Fatal(err)
+			}
+			if pi.PortPhysicalState != mad.PhysStateLinkUp {
+				continue
+			}
+			queue = append(queue, item{path: append(append([]byte(nil), it.path...), byte(port)), from: smEnd{ni.NodeGUID, port}})
+		}
+	}
+	// LIDs: switches first, then CA ports, in discovery order; the SM's
+	// own port gets its LID like any other.
+	next := uint16(1)
+	for _, g := range sn.order {
+		if n := sn.nodes[g]; n.info.NodeType == mad.NodeTypeSwitch {
+			n.lid = next
+			sn.lidOwner[next] = g
+			next++
+		}
+	}
+	for _, g := range sn.caOrder {
+		cp := sn.caPorts[g]
+		cp.lid = next
+		sn.caPorts[g] = cp
+		sn.lidOwner[next] = g
+		next++
+	}
+	sn.maxLID = next - 1
+	sm.lid = sn.caPorts[sn.caOrder[0]].lid
+	setLID := func(p []byte, mod uint32, lid uint16) {
+		pi, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, mod, nil))
+		pi.LID, pi.MasterSMLID, pi.PortState = lid, sm.lid, mad.PortStateNoChange
+		b := make([]byte, 64)
+		pi.Encode(b)
+		got, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodSet, mad.SMAttrPortInfo, mod, b))
+		if got.LID != lid || got.MasterSMLID != sm.lid {
+			sm.t.Fatalf("PortInfo Set along %v: LID %d SM LID %d, want %d %d", p, got.LID, got.MasterSMLID, lid, sm.lid)
+		}
+	}
+	for _, g := range sn.order {
+		if n := sn.nodes[g]; n.info.NodeType == mad.NodeTypeSwitch {
+			setLID(n.path, 0, n.lid)
+		}
+	}
+	for _, g := range sn.caOrder {
+		cp := sn.caPorts[g]
+		setLID(cp.path, uint32(cp.num), cp.lid)
+	}
+	// Routes: min-hop from every switch to every switch, then each LID
+	// to the switch it hangs off.
+	var switches []uint64
+	for _, g := range sn.order {
+		if sn.nodes[g].info.NodeType == mad.NodeTypeSwitch {
+			switches = append(switches, g)
+		}
+	}
+	// nextPort[s][t] is the port of s toward switch t.
+	nextPort := map[uint64]map[uint64]int{}
+	for _, t := range switches {
+		// BFS from t; a switch's port toward t is its link to a switch
+		// one hop nearer.
+		dist := map[uint64]int{t: 0}
+		frontier := []uint64{t}
+		for len(frontier) > 0 {
+			var nf []uint64
+			for _, s := range frontier {
+				for _, e := range sn.nodes[s].links {
+					if sn.nodes[e.guid].info.NodeType != mad.NodeTypeSwitch {
+						continue
+					}
+					if _, ok := dist[e.guid]; !ok {
+						dist[e.guid] = dist[s] + 1
+						nf = append(nf, e.guid)
+					}
+				}
+			}
+			frontier = nf
+		}
+		for _, s := range switches {
+			if nextPort[s] == nil {
+				nextPort[s] = map[uint64]int{}
+			}
+			best := 0
+			for port := 1; port <= int(sn.nodes[s].info.NumPorts); port++ {
+				e, ok := sn.nodes[s].links[port]
+				if ok && sn.nodes[e.guid].info.NodeType == mad.NodeTypeSwitch && dist[e.guid] == dist[s]-1 {
+					best = port
+					break
+				}
+			}
+			nextPort[s][t] = best
+		}
+	}
+	for _, s := range switches {
+		lft := make([]byte, (int(sn.maxLID)/64+1)*64)
+		for i := range lft {
+			lft[i] = mad.LinearFTNoRoute
+		}
+		for lid := uint16(1); lid <= sn.maxLID; lid++ {
+			owner := sn.lidOwner[lid]
+			var target uint64
+			var lastPort int
+			if n, ok := sn.nodes[owner]; ok && n.info.NodeType == mad.NodeTypeSwitch {
+				target = owner
+			} else {
+				cp := sn.caPorts[owner]
+				target, lastPort = cp.sw.guid, cp.sw.port
+			}
+			switch {
+			case target == s && lastPort == 0:
+				lft[lid] = 0
+			case target == s:
+				lft[lid] = byte(lastPort)
+			default:
+				lft[lid] = byte(nextPort[s][target])
+			}
+		}
+		n := sn.nodes[s]
+		si, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrSwitchInfo, 0, nil))
+		si.LinearFDBTop = sn.maxLID
+		b := make([]byte, 64)
+		si.Encode(b)
+		sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)
+		for blk := 0; blk*64 < len(lft); blk++ {
+			got := sm.drOK(n.path, mad.MethodSet, mad.SMAttrLinearFT, uint32(blk), lft[blk*64:blk*64+64])
+			if string(got) != string(lft[blk*64:blk*64+64]) {
+				sm.t.Fatalf("LFT block %d of %#x did not stick", blk, s)
+			}
+		}
+	}
+	// Port states: every linked port to ARMED, then to ACTIVE.
+	for _, state := range []uint8{mad.PortStateArmed, mad.PortStateActive} {
+		set := func(p []byte, mod uint32) {
+			pi, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, mod, nil))
+			pi.PortState = state
+			b := make([]byte, 64)
+			pi.Encode(b)
+			if r := sm.dr(p, mad.MethodSet, mad.SMAttrPortInfo, mod, b); r == nil || r.Status() != 0 {
+				sm.t.Fatalf("set state %d along %v mod %d: from %+v", state, p, mod, pi)
+			}
+			got, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, mod, nil))
+			if got.PortState != state {
+				sm.t.Fatalf("port along %v mod %d: state %d, want %d", p, mod, got.PortState, state)
+			}
+		}
+		for _, s := range switches {
+			n := sn.nodes[s]
+			for port := range n.links {
+				set(n.path, uint32(port))
+			}
+		}
+		for _, g := range sn.caOrder {
+			cp := sn.caPorts[g]
+			set(cp.path, uint32(cp.num))
+		}
+	}
+	return sn
+}
+
+func openFabric(t testing.TB, text string) *Fabric {
+	t.Helper()
+	topo, err := ParseTopology(strings.NewReader(text), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(topo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func readFile(t testing.TB, name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkSubnet checks the swept subnet from the fabric's side and by
+// LID-routed SMPs and PMA queries: every port ACTIVE with its LID, every
+// LID answered by the port that owns it, counters that moved.
+func checkSubnet(t *testing.T, f *Fabric, sm *testSM, sn *smSubnet, wantNodes, wantCAPorts int) {
+	if len(sn.nodes) != wantNodes || len(sn.caPorts) != wantCAPorts {
+		t.Fatalf("discovered %d nodes and %d CA ports, want %d and %d", len(sn.nodes), len(sn.caPorts), wantNodes, wantCAPorts)
+	}
+	// Every node of the fabric is found, with the GUIDs the fabric gives.
+	for _, n := range f.Nodes() {
+		if _, ok := sn.nodes[n.GUID()]; !ok && n.Type() == mad.NodeTypeSwitch {
+			t.Errorf("switch %s not discovered", n.Name())
+		}
+		for port := 1; port <= n.NumPorts(); port++ {
+			pi, err := mad.ParsePortInfo(mustQuery(t, f, n, mad.SMAttrPortInfo, uint32(port)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pi.PortPhysicalState != mad.PhysStateLinkUp {
+				if pi.PortState != mad.PortStateDown {
+					t.Errorf("%s port %d: no link but state %d", n.Name(), port, pi.PortState)
+				}
+				continue
+			}
+			if pi.PortState != mad.PortStateActive {
+				t.Errorf("%s port %d: state %d, want ACTIVE", n.Name(), port, pi.PortState)
+			}
+			if n.Type() == mad.NodeTypeCA {
+				cp, ok := sn.caPorts[n.PortGUID(port)]
+				if !ok || pi.LID != cp.lid || pi.LID == 0 || pi.MasterSMLID != sm.lid {
+					t.Errorf("%s port %d: LID %d SM LID %d (SM gave %d, SM LID %d)", n.Name(), port, pi.LID, pi.MasterSMLID, cp.lid, sm.lid)
+				}
+			}
+		}
+	}
+	// Every LID reaches its port by LID-routed SMPs through the LFTs.
+	for lid := uint16(1); lid <= sn.maxLID; lid++ {
+		r := sm.lidReq(lid, mad.ClassSubnLID, mad.MethodGet, mad.SMAttrNodeInfo, 0, nil)
+		if r.Status != 0 {
+			t.Fatalf("LID %d: LID-routed NodeInfo timed out", lid)
+		}
+		ni, _ := mad.ParseNodeInfo(mad.SMP(r.MAD).Data())
+		owner := sn.lidOwner[lid]
+		if ni.PortGUID != owner || mad.MAD(r.MAD).Status() != 0 || r.SLID != lid || r.DLID != sm.lid {
+			t.Errorf("LID %d answered by port %#x status %#x SLID %d DLID %d, want port %#x", lid, ni.PortGUID, mad.MAD(r.MAD).Status(), r.SLID, r.DLID, owner)
+		}
+	}
+	// The PMA of every CA port and switch counts the MADs that crossed.
+	for lid := uint16(1); lid <= sn.maxLID; lid++ {
+		owner := sn.lidOwner[lid]
+		sel := byte(0xFF)
+		if cp, ok := sn.caPorts[owner]; ok {
+			sel = byte(cp.num)
+		}
+		data := make([]byte, 64)
+		data[1] = sel
+		r := sm.lidReq(lid, mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCounters, 0, data)
+		if r.Status != 0 || mad.MAD(r.MAD).Status() != 0 {
+			t.Fatalf("LID %d: PortCounters: status %d/%#x", lid, r.Status, mad.MAD(r.MAD).Status())
+		}
+		pc, _ := mad.ParsePortCounters(r.MAD[mad.PerfDataOffset:])
+		if pc.PortXmitPkts == 0 || pc.PortRcvPkts == 0 || pc.PortXmitData != pc.PortXmitPkts*madWords || pc.PortSelect != sel {
+			t.Errorf("LID %d: counters %+v", lid, pc)
+		}
+		// PortCountersExtended agrees and keeps moving.
+		r = sm.lidReq(lid, mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCountersExt, 0, data)
+		pce, _ := mad.ParsePortCountersExt(r.MAD[mad.PerfDataOffset:])
+		// The SM's own LID loops back inside its CA, crossing no link.
+		moved := pce.PortRcvPkts > uint64(pc.PortRcvPkts) || lid == sm.lid
+		if !moved || pce.PortXmitPkts < uint64(pc.PortXmitPkts) {
+			t.Errorf("LID %d: extended counters %d/%d after %d/%d", lid, pce.PortXmitPkts, pce.PortRcvPkts, pc.PortXmitPkts, pc.PortRcvPkts)
+		}
+	}
+}
+
+func mustQuery(t testing.TB, f *Fabric, n *Node, attr mad.AttributeID, mod uint32) []byte {
+	t.Helper()
+	b, err := f.Query(n, attr, mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestSweepNet(t *testing.T) {
+	f := openFabric(t, readFile(t, "testdata/net"))
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.sweep()
+	// Hca2's port 2 is linked, port 1 is not: 2 switches, 2 CAs, 2 ports.
+	checkSubnet(t, f, sm, sn, 4, 2)
+}
+
+func TestSweep2sw2path4hca(t *testing.T) {
+	f := openFabric(t, readFile(t, "testdata/net.2sw2path4hca"))
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.sweep()
+	checkSubnet(t, f, sm, sn, 6, 4)
+}
+
+func TestSweepFatTree(t *testing.T) {
+	f := openFabric(t, fatTree(4, 4, 8))
+	start := time.Now()
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.sweep()
+	t.Logf("fat tree (8 switches, 32 CAs): sweep took %v", time.Since(start))
+	checkSubnet(t, f, sm, sn, 40, 32)
+	st := f.Stats()
+	if st.Delivered == 0 {
+		t.Fatal("nothing delivered")
+	}
+	t.Logf("stats %+v", st)
+}
+
+func BenchmarkSweepFatTree(b *testing.B) {
+	text := fatTree(4, 4, 8)
+	for b.Loop() {
+		topo, _ := ParseTopology(strings.NewReader(text), "fat")
+		f, err := New(topo, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sm := newSM(b, f, "Hca1", 1)
+		sm.sweep()
+		sm.c.Close()
+		f.Close()
+	}
+}
