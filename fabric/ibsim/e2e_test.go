@@ -26,7 +26,7 @@ func startFabric(t *testing.T, netfile, sock string) *Server {
 	t.Helper()
 	f, err := os.Open(netfile)
 	if err != nil {
-		t.Skipf("no topology %s (Debian: apt-get install ibsim-utils): %v", netfile, err)
+		missing(t, "no topology %s (Debian: apt-get install ibsim-utils): %v", netfile, err)
 	}
 	topo, err := fabric.ParseTopology(f, netfile)
 	f.Close()

@@ -39,10 +39,10 @@ func startIbsim(t *testing.T, netfile, sock string) {
 	t.Helper()
 	bin, err := exec.LookPath("ibsim")
 	if err != nil {
-		t.Skip("ibsim is not installed (Debian: apt-get install ibsim-utils); CI installs it")
+		missing(t, "ibsim is not installed (Debian: apt-get install ibsim-utils); CI installs it")
 	}
 	if _, err := os.Stat(netfile); err != nil {
-		t.Skipf("no topology %s (Debian: apt-get install ibsim-utils): %v", netfile, err)
+		missing(t, "no topology %s (Debian: apt-get install ibsim-utils): %v", netfile, err)
 	}
 	log := filepath.Join(t.TempDir(), "ibsim.log")
 	errf, err := os.Create(log + ".stderr")
