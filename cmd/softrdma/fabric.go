@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/fabric"
@@ -68,6 +69,7 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("fabric: serving ibsim clients", "topology", pos[0], "nodes", len(fab.Nodes()), "addr", srv.Addr())
+	log.Info("fabric: serving ibsim clients", "topology", pos[0], "nodes", len(fab.Nodes()),
+		"addr", strings.TrimSuffix(srv.Addr().String(), "\x00"))
 	return srv.Serve(ctx)
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
 // trap returns an SM-class request (a Trap) for QP0, as the fabric delivers
@@ -21,6 +23,7 @@ func trap(tid uint64) *Datagram {
 // higher QP to the client serving it, responses by the slot in their TID,
 // and what nobody takes is counted.
 func TestDispatch(t *testing.T) {
+	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
 	s := startServer(t, b, Config{SockName: sock})
@@ -88,6 +91,7 @@ func waitStats(t *testing.T, s *Server, ok func(Stats) bool) {
 // a request from a stranger, a control message with a bad magic. Each is
 // dropped and counted and the session goes on.
 func TestBadDatagrams(t *testing.T) {
+	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
 	s := startServer(t, b, Config{SockName: sock})
@@ -136,6 +140,7 @@ func TestBadDatagrams(t *testing.T) {
 // killed OpenSM leaves them: the next MAD for it finds no socket, and the
 // server frees the slot and clears the port's IsSM bit as ibsim does.
 func TestVanishedClient(t *testing.T) {
+	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
 	s := startServer(t, b, Config{SockName: sock})

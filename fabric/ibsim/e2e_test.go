@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/fabric"
+	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
 // The end-to-end tests run OpenSM and infiniband-diags, unmodified, under
@@ -269,6 +270,7 @@ func writeFatTree(t *testing.T, spines, leaves, hosts int) string {
 // example "net" (about 4 s); SOFTRDMA_IBSIM_E2E=1 adds
 // net.2sw2path4hca and a fat tree of 8 switches and 32 CAs (CI runs both).
 func TestE2E(t *testing.T) {
+	leakcheck.Check(t)
 	type topo struct{ file, hca string }
 	cases := []topo{{filepath.Join(netExamples, "net"), "Hca1"}}
 	if os.Getenv("SOFTRDMA_IBSIM_E2E") != "" {

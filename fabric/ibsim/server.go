@@ -224,8 +224,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	if !s.serving.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: Serve called twice", ErrConfig)
 	}
+	defer close(s.served)
 	select {
 	case <-s.closed:
+		s.shutdown()
 		return ErrServerClosed
 	default:
 	}
@@ -241,7 +243,6 @@ func (s *Server) Serve(ctx context.Context) error {
 		err = ErrServerClosed
 	}
 	s.shutdown()
-	close(s.served)
 	return err
 }
 

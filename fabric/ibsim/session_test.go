@@ -82,10 +82,12 @@ func startIbsim(t *testing.T, netfile, sock string) {
 	}
 }
 
-// startServer serves b on the unix socket base sock until the test ends.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+// startServer serves b until the test ends. A test that starts servers
+// calls leakcheck.Check first.
 func startServer(t *testing.T, b Backend, cfg Config) *Server {
 	t.Helper()
-	leakcheck.Check(t)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -278,6 +280,7 @@ func TestSessionIbsim(t *testing.T) {
 
 // TestSessionServer runs the same session against our server.
 func TestSessionServer(t *testing.T) {
+	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
 	s := startServer(t, b, Config{SockName: sock})
@@ -293,20 +296,28 @@ func TestSessionServer(t *testing.T) {
 // TestSessionServerUDP runs the session over UDP (ibsim -r, clients with
 // IBSIM_SERVER_NAME).
 func TestSessionServerUDP(t *testing.T) {
+	leakcheck.Check(t)
 	b := newTestBackend()
-	var s *Server
-	for try := 0; s == nil; try++ {
-		port := 20000 + rand.IntN(40000)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		var err error
-		if s, err = NewServer(b, Config{Network: "udp", Addr: addr}); err != nil && try == 20 {
-			t.Fatal(err)
-		}
-	}
-	s.Close()
-	s = startServer(t, b, Config{Network: "udp", Addr: s.Addr().String()})
+	s := startUDPServer(t, b)
 	checkSession(t, ClientConfig{Network: "udp", Addr: s.Addr().String()}, "Hca1")
 	if b.attached() != 0 {
 		t.Fatalf("%d attachments left after every client closed", b.attached())
+	}
+}
+
+// startUDPServer serves b over UDP on 127.0.0.1 at a free control port
+// (the next ten must be free too).
+func startUDPServer(t *testing.T, b Backend) *Server {
+	t.Helper()
+	for try := 0; ; try++ {
+		addr := "127.0.0.1:" + strconv.Itoa(20000+rand.IntN(40000))
+		s, err := NewServer(b, Config{Network: "udp", Addr: addr})
+		if err == nil {
+			s.Close()
+			return startServer(t, b, Config{Network: "udp", Addr: addr})
+		}
+		if try == 20 {
+			t.Fatal(err)
+		}
 	}
 }

@@ -2,11 +2,14 @@ package ibsim
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
 const umad2simLib = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
@@ -33,18 +36,27 @@ func runSim(t *testing.T, sock string, env []string, args ...string) (string, er
 	return string(out), err
 }
 
-// TestUmad2simSmpquery runs smpquery under libumad2sim against the server:
-// libumad2sim's session (CONNECT, the GET_ queries, its data socket) and a
-// directed-route SMP work as they do against ibsim.
+// TestUmad2simSmpquery runs smpquery under libumad2sim against the server,
+// over unix sockets and over UDP: libumad2sim's session (CONNECT, the GET_
+// queries, its data socket) and a directed-route SMP work as they do
+// against ibsim.
 func TestUmad2simSmpquery(t *testing.T) {
+	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
 	startServer(t, b, Config{SockName: sock})
-	for _, tc := range []struct{ host, typ, guid string }{
-		{"", "Switch", "0x0002c90000000100"},
-		{"Hca1", "Channel Adapter", "0x0002c90000000200"},
+	us := startUDPServer(t, b)
+	_, port, _ := net.SplitHostPort(us.Addr().String())
+	udp := []string{"IBSIM_SERVER_NAME=127.0.0.1", "IBSIM_SERVER_PORT=" + port}
+	for _, tc := range []struct {
+		host, typ, guid string
+		env             []string
+	}{
+		{"", "Switch", "0x0002c90000000100", nil},
+		{"Hca1", "Channel Adapter", "0x0002c90000000200", nil},
+		{"Hca1", "Channel Adapter", "0x0002c90000000200", udp},
 	} {
-		var env []string
+		env := tc.env
 		if tc.host != "" {
 			env = append(env, "SIM_HOST="+tc.host)
 		}
