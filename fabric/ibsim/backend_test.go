@@ -38,7 +38,6 @@ type testPort struct {
 	n       *testNode
 	port    int
 	deliver func(*Datagram)
-	closed  bool
 }
 
 var errNoRoute = errors.New("test backend: no route")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,6 +131,9 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 	var err error
 	switch cfg.Network {
 	case "", "unix":
+		if runtime.GOOS != "linux" {
+			return nil, fmt.Errorf("%w: ibsim's abstract unix sockets exist on Linux only (use udp)", ErrConfig)
+		}
 		s.unix = true
 		err = s.bindUnix()
 	case "udp":

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -88,6 +89,9 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 // calls leakcheck.Check first.
 func startServer(t *testing.T, b Backend, cfg Config) *Server {
 	t.Helper()
+	if (cfg.Network == "" || cfg.Network == "unix") && runtime.GOOS != "linux" {
+		t.Skip("ibsim's abstract unix sockets exist on Linux only")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
