@@ -36,6 +36,7 @@ func Example() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error)
 	go func() { done <- srv.Serve(ctx) }()
 
@@ -43,6 +44,7 @@ func Example() {
 	c, err := ibsim.Dial(ctx, ibsim.ClientConfig{SockName: "softrdma-example", Node: "HcaB"})
 	if err != nil {
 		fmt.Println(err)
+		srv.Close()
 		return
 	}
 	ni, _ := c.Ctl(ctx, ibsim.CtlGetNodeInfo, nil)
