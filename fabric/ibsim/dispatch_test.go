@@ -175,3 +175,35 @@ func TestVanishedClient(t *testing.T) {
 	}
 	sm2.Close()
 }
+
+// TestClientNotReading fills the socket of a client that never reads: the
+// server's writes give up (counted) instead of blocking, and the client's
+// DISCONNECT is still answered.
+func TestClientNotReading(t *testing.T) {
+	leakcheck.Check(t)
+	b := newTestBackend()
+	sock := sockName()
+	s := startServer(t, b, Config{SockName: sock, QueueLen: 4096})
+	ctx := ctxT(t)
+	sm, err := Dial(ctx, ClientConfig{SockName: sock, ID: clientID(), Node: "Hca1", IsSM: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A unix datagram socket queues a few hundred datagrams at most.
+	for i := range 2000 {
+		b.inject(b.nodes[1], trap(uint64(i)))
+	}
+	waitStats(t, s, func(st Stats) bool { return st.WriteErrors > 0 })
+	start := time.Now()
+	if err := sm.Close(); err != nil {
+		t.Fatalf("DISCONNECT of a client that never read: %v", err)
+	}
+	if d := time.Since(start); d > 2*writeTimeout+time.Second {
+		t.Fatalf("DISCONNECT took %v", d)
+	}
+	st := s.Stats()
+	if st.Delivered+st.WriteErrors+st.QueueFull > 2000 || st.Delivered == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	t.Logf("stats %+v", st)
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Config configures a Server. The zero value serves unix clients on
@@ -653,15 +654,27 @@ func (s *Server) enqueue(sess *session, b []byte) {
 	}
 }
 
+// writeTimeout bounds a write to a client's socket.
+const writeTimeout = time.Second
+
 // writer writes a client's queued MADs to its socket. A client whose
 // socket is gone is disconnected.
 func (s *Server) writer(sess *session) {
 	defer sess.ended.Done()
 	for {
 		select {
+		case <-sess.done: // before anything queued
+			return
+		default:
+		}
+		select {
 		case <-sess.done:
 			return
 		case b := <-sess.q:
+			// A client that does not read fills its socket's queue; the
+			// write gives up after writeTimeout rather than hold the
+			// session (and a DISCONNECT waiting for it) forever.
+			s.out[sess.slot].SetWriteDeadline(time.Now().Add(writeTimeout))
 			if _, err := s.out[sess.slot].WriteTo(b, sess.addr); err != nil {
 				s.st.writeErrors.Add(1)
 				if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
