@@ -176,6 +176,14 @@ func manage(t *testing.T, name, sock, hca string) *subnet {
 		run("ibroute", strconv.Itoa(lid))
 		_ = sw
 	}
+	var caLIDs []int
+	for pg := range s.caPorts {
+		caLIDs = append(caLIDs, s.lids[pg])
+	}
+	slices.Sort(caLIDs)
+	if len(caLIDs) > 1 {
+		run("ibtracert", strconv.Itoa(caLIDs[0]), strconv.Itoa(caLIDs[len(caLIDs)-1]))
+	}
 	for pg, lid := range s.lids {
 		if pn, ok := s.caPorts[pg]; ok {
 			run("smpquery", "portinfo", strconv.Itoa(lid), strconv.Itoa(pn))
@@ -187,7 +195,8 @@ func manage(t *testing.T, name, sock, hca string) *subnet {
 
 // check checks what must hold of a managed subnet: every LID unique and
 // unicast, every linked port ACTIVE, an LFT entry for every LID on every
-// switch, every CA port ACTIVE with its LID in PortInfo.
+// switch, every CA port ACTIVE with its LID in PortInfo, ibtracert's path
+// ending at the CA it was asked for.
 func (s *subnet) check(t *testing.T) {
 	t.Helper()
 	if len(s.links) == 0 || len(s.caPorts) == 0 || len(s.switchLID) == 0 {
@@ -220,6 +229,11 @@ func (s *subnet) check(t *testing.T) {
 			if !routed[l] {
 				t.Errorf("%s: switch %s (LID %d) has no route to LID %d:\n%s", s.name, sw, lid, l, out)
 			}
+		}
+	}
+	for cmd, out := range s.outputs {
+		if f := strings.Fields(cmd); f[0] == "ibtracert" && !regexp.MustCompile(`(?m)^To ca .* lid `+f[2]+`-`).MatchString(out) {
+			t.Errorf("%s: %s does not end at LID %s:\n%s", s.name, cmd, f[2], out)
 		}
 	}
 	for pg, pn := range s.caPorts {
@@ -311,12 +325,14 @@ func TestE2E(t *testing.T) {
 			}
 			// OpenSM discovers both subnets in the same order, so it gives
 			// the same LIDs and programs the same LFTs: what the diags print
-			// of the topology, the links and the routes is the same text.
+			// of the topology, the links, the LFTs and a path between the
+			// outermost CAs is the same text.
 			if !maps.Equal(got.lids, want.lids) {
 				t.Errorf("LIDs: softrdma %v, ibsim %v", got.lids, want.lids)
 			}
 			for cmd, w := range want.outputs {
-				if !strings.HasPrefix(cmd, "ibnetdiscover") && !strings.HasPrefix(cmd, "iblinkinfo") && !strings.HasPrefix(cmd, "ibroute") {
+				if !strings.HasPrefix(cmd, "ibnetdiscover") && !strings.HasPrefix(cmd, "iblinkinfo") &&
+					!strings.HasPrefix(cmd, "ibroute") && !strings.HasPrefix(cmd, "ibtracert") {
 					continue
 				}
 				if g := got.outputs[cmd]; normalize(g) != normalize(w) {
