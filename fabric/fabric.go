@@ -62,7 +62,7 @@ type Fabric struct {
 }
 
 type tidKey struct {
-	port *Port
+	port *nodePort
 	tid  uint64
 }
 
@@ -77,7 +77,7 @@ type Node struct {
 	sysGUID  uint64
 	vendor   uint32
 	device   uint16
-	ports    []*Port // ports[0] is a switch's management port; nil on a CA
+	ports    []*nodePort // ports[0] is a switch's management port; nil on a CA
 	sw       *switchState
 	esp0     bool
 	topoNode *TopoNode
@@ -108,7 +108,7 @@ func (n *Node) PortGUID(port int) uint64 {
 func (n *Node) isSwitch() bool { return n.typ == mad.NodeTypeSwitch }
 
 // port returns the node's port num, or nil.
-func (n *Node) port(num int) *Port {
+func (n *Node) port(num int) *nodePort {
 	if num < 0 || num >= len(n.ports) {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (n *Node) port(num int) *Port {
 
 // smaPort returns the port whose LID addresses the node's SMA when a packet
 // arrives on in: port 0 of a switch, the arrival port of a CA.
-func (n *Node) smaPort(in *Port) *Port {
+func (n *Node) smaPort(in *nodePort) *nodePort {
 	if n.isSwitch() {
 		return n.ports[0]
 	}
@@ -131,22 +131,23 @@ type switchState struct {
 	portChange bool
 }
 
-// Port is one port of a node. Its state (PortInfo and the tables) is
+// nodePort is one port of a node. Its state (PortInfo and the tables) is
 // guarded by the fabric's lock. The data plane will give each port a
 // fabric/vl link.
-type Port struct {
+type nodePort struct {
 	node   *Node
 	num    int
 	guid   uint64
-	remote *Port // the port at the other end of the link, nil if none
+	remote *nodePort // the port at the other end of the link, nil if none
 
-	pi     mad.PortInfo // the writable fields and the state; Get fills the rest
-	pkeys  []uint16
-	guids  [guidCap]uint64
-	sl2vl  [][mad.SLToVLTableSize]byte // CA: [0]; switch: [in port]
-	vlLow  [64]mad.VLArbEntry
-	vlHigh [64]mad.VLArbEntry
-	cnt    counters
+	pi         mad.PortInfo // the writable fields and the state; Get fills the rest
+	extEnabled uint8        // extended speeds the topology enables
+	pkeys      []uint16
+	guids      [guidCap]uint64
+	sl2vl      [][mad.SLToVLTableSize]byte // CA: [0]; switch: [in port]
+	vlLow      [64]mad.VLArbEntry
+	vlHigh     [64]mad.VLArbEntry
+	cnt        counters
 
 	clients []*Client
 }
@@ -160,12 +161,12 @@ type counters struct {
 	linkDowned                           uint64
 }
 
-func (p *Port) lidRange(lid uint16) bool {
+func (p *nodePort) lidRange(lid uint16) bool {
 	base := p.pi.LID
 	return base != 0 && lid >= base && uint32(lid) < uint32(base)+1<<p.pi.LMC
 }
 
-func (p *Port) physUp() bool { return p.pi.PortPhysicalState == mad.PhysStateLinkUp }
+func (p *nodePort) physUp() bool { return p.pi.PortPhysicalState == mad.PhysStateLinkUp }
 
 // New builds a fabric from a topology and starts it: every connected port
 // comes up LinkUp in state INIT, unconnected ports are DOWN (Polling), a
@@ -223,6 +224,10 @@ func New(t *Topology, opts *Options) (*Fabric, error) {
 					return nil, fmt.Errorf("%w: %q port %d: link not symmetric", ErrTopology, n.name, p.num)
 				}
 				f.linkUp(p)
+				if n.sw != nil {
+					// Ports came up: the SM's first sweep sees the change.
+					n.sw.portChange = true
+				}
 			}
 		}
 	}
@@ -236,7 +241,7 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		f: f, name: tn.ID, desc: tn.Desc, typ: tn.Type, guid: tn.GUID, sysGUID: tn.SysGUID,
 		vendor: tn.VendorID, device: tn.DeviceID, esp0: tn.ESP0 > 0, topoNode: tn,
 	}
-	n.ports = make([]*Port, len(tn.Ports))
+	n.ports = make([]*nodePort, len(tn.Ports))
 	if n.isSwitch() {
 		n.sw = &switchState{
 			info: mad.SwitchInfo{
@@ -261,12 +266,13 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		if i == 0 && !n.isSwitch() {
 			continue
 		}
-		p := &Port{node: n, num: i, guid: n.guid}
+		p := &nodePort{node: n, num: i, guid: n.guid}
 		if !n.isSwitch() {
 			p.guid = n.guid + uint64(i)
 		}
 		p.guids[0] = p.guid
 		tp := tn.Ports[i]
+		p.extEnabled = tp.ExtSpeedEnabled
 		p.pi = mad.PortInfo{
 			GIDPrefix:            0xfe80000000000000,
 			LocalPortNum:         uint8(i),
@@ -296,13 +302,14 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		case n.isSwitch() && i == 0:
 			p.pi.LID, p.pi.LMC = tn.LID, tn.LMC
 			p.pi.PortState, p.pi.PortPhysicalState = mad.PortStateActive, mad.PhysStateLinkUp
-			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported | mad.PortCapIsSystemImageGUIDSupported
+			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported |
+				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCapabilityMaskNotice
 			p.pkeys = make([]uint16, pkeyCapCA)
 		case n.isSwitch():
 			p.pkeys = make([]uint16, pkeyCapSwitch)
 		default:
 			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported |
-				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCMSupported
+				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCMSupported | mad.PortCapIsCapabilityMaskNotice
 			p.pkeys = make([]uint16, pkeyCapCA)
 		}
 		p.pkeys[0] = 0xFFFF
@@ -326,9 +333,9 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 
 // linkUp brings p's link up: both ends LinkUp and INIT, width and speed
 // the best both enable.
-func (f *Fabric) linkUp(p *Port) {
+func (f *Fabric) linkUp(p *nodePort) {
 	r := p.remote
-	for _, q := range []*Port{p, r} {
+	for _, q := range []*nodePort{p, r} {
 		q.pi.PortPhysicalState = mad.PhysStateLinkUp
 		q.pi.PortState = mad.PortStateInit
 	}
@@ -342,6 +349,16 @@ func (f *Fabric) linkUp(p *Port) {
 	}
 	p.pi.LinkWidthActive, r.pi.LinkWidthActive = w, w
 	p.pi.LinkSpeedActive, r.pi.LinkSpeedActive = s, s
+	// Extended speeds (FDR 1, EDR 2, HDR 4, NDR 8) show only on a link
+	// both ends enable one of, as in ibsim.
+	e := bestBit(p.extEnabled&r.extEnabled, []uint8{8, 4, 2, 1})
+	for _, q := range []*nodePort{p, r} {
+		q.pi.LinkSpeedExtActive = e
+		q.pi.LinkSpeedExtEnabled, q.pi.LinkSpeedExtSupported = 0, 0
+		if e != 0 {
+			q.pi.LinkSpeedExtEnabled, q.pi.LinkSpeedExtSupported = q.extEnabled, 15
+		}
+	}
 }
 
 func bestBit(mask uint8, order []uint8) uint8 {
@@ -427,7 +444,8 @@ func (f *Fabric) Query(n *Node, attr mad.AttributeID, mod uint32) ([]byte, error
 }
 
 // SetIsSM sets or clears the IsSM capability bit of port's PortInfo (a CA
-// port, or port 0 of a switch).
+// port, or port 0 of a switch). A change sends trap 144 to the port's SM,
+// once the port has a LID and an SM LID.
 func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 	if err := f.checkNode(n); err != nil {
 		return err
@@ -441,12 +459,31 @@ func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 	if f.closed {
 		return ErrClosed
 	}
+	old := p.pi.CapabilityMask
 	if on {
 		p.pi.CapabilityMask |= mad.PortCapIsSM
 	} else {
 		p.pi.CapabilityMask &^= mad.PortCapIsSM
 	}
+	if p.pi.CapabilityMask != old {
+		var traps []job
+		f.capabilityChanged(p, &traps)
+		f.queueTraps(traps)
+	}
 	return nil
+}
+
+// queueTraps hands traps raised outside the fabric's goroutine to it; a
+// trap that finds the queue full is dropped and counted. It runs under
+// f.mu.
+func (f *Fabric) queueTraps(traps []job) {
+	for _, j := range traps {
+		select {
+		case f.queue <- j:
+		default:
+			f.dropped.Add(1)
+		}
+	}
 }
 
 // SetLink takes the link at port of n down (both ends DOWN, Polling) or
@@ -473,7 +510,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	if up {
 		f.linkUp(p)
 	} else {
-		for _, q := range []*Port{p, p.remote} {
+		for _, q := range []*nodePort{p, p.remote} {
 			q.pi.PortPhysicalState = mad.PhysStatePolling
 			q.pi.PortState = mad.PortStateDown
 			q.cnt.linkDowned++
@@ -482,19 +519,13 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	var traps []job
 	f.portChanged(p, &traps)
 	f.portChanged(p.remote, &traps)
-	for _, j := range traps {
-		select {
-		case f.queue <- j:
-		default:
-			f.dropped.Add(1)
-		}
-	}
+	f.queueTraps(traps)
 	return nil
 }
 
 // clientPort returns the port a client may attach to: a CA's port, or a
 // switch's port 0.
-func clientPort(n *Node, port int) (*Port, error) {
+func clientPort(n *Node, port int) (*nodePort, error) {
 	p := n.port(port)
 	if p == nil || (n.isSwitch() && port != 0) {
 		return nil, fmt.Errorf("%w: %s port %d (clients attach to a CA port or a switch's port 0)", ErrNoPort, n.name, port)
@@ -517,7 +548,7 @@ type Datagram struct {
 // Client is a management client attached at a port: an SM, a diag.
 type Client struct {
 	f       *Fabric
-	port    *Port
+	port    *nodePort
 	deliver func(*Datagram)
 	closed  atomic.Bool
 }
@@ -528,7 +559,9 @@ type Client struct {
 // agents (SMA, PMA) do not consume: responses to the client's requests (to
 // the client that sent the request, when several share the port), traps
 // and other requests (to every client of the port), and StatusTimeout
-// reports of its requests that were dropped. deliver must not block long.
+// reports of its requests that were dropped. deliver must not block long,
+// and must not call Fabric.Close (which waits for the goroutine calling
+// it); it may call Send, Query and Client.Close.
 func (f *Fabric) Attach(n *Node, port int, deliver func(*Datagram)) (*Client, error) {
 	if err := f.checkNode(n); err != nil {
 		return nil, err
@@ -610,7 +643,7 @@ func (c *Client) Close() error {
 // at src, or a trap a node sends (from nil).
 type job struct {
 	d    *Datagram
-	src  *Port
+	src  *nodePort
 	from *Client
 }
 

@@ -19,7 +19,7 @@ const (
 
 // pma answers a PMA Get or Set of attr at the node of port at; data is the
 // MAD from PerfDataOffset on, and gets the answer.
-func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []byte) uint16 {
+func (f *Fabric) pma(at *nodePort, method mad.Method, attr mad.AttributeID, data []byte) uint16 {
 	n := at.node
 	switch attr {
 	case mad.AttrClassPortInfo:
@@ -38,22 +38,20 @@ func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []b
 		return mad.StatusMethodAttrInvalid
 	}
 	sel := int(data[1])
-	var ports []*Port
+	var ports []*nodePort
 	switch {
 	case sel == 0xFF && n.isSwitch():
-		for _, p := range n.ports[1:] {
-			ports = append(ports, p)
-		}
+		ports = append(ports, n.ports[1:]...)
 	case sel == 0xFF:
 		return mad.StatusInvalidAttrOrModify
 	case sel == 0 && !n.isSwitch():
-		ports = []*Port{at}
+		ports = []*nodePort{at}
 	default:
 		p := n.port(sel)
 		if p == nil {
 			return mad.StatusInvalidAttrOrModify
 		}
-		ports = []*Port{p}
+		ports = []*nodePort{p}
 	}
 	if attr == mad.PerfAttrPortCounters {
 		x, err := mad.ParsePortCounters(data)

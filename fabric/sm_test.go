@@ -21,6 +21,10 @@ type testSM struct {
 	ch  chan *Datagram
 	tid uint64
 	lid uint16 // the SM port's LID once assigned
+	// traps are the traps that arrived while the SM awaited answers.
+	traps []*Datagram
+	// noActivate stops sweep before the port states (route).
+	noActivate bool
 }
 
 func newSM(t testing.TB, f *Fabric, node string, port int) *testSM {
@@ -49,6 +53,8 @@ func (sm *testSM) await(tid uint64, other func(*Datagram)) *Datagram {
 			}
 			if other != nil {
 				other(d)
+			} else if mad.MAD(d.MAD).Method() == mad.MethodTrap {
+				sm.traps = append(sm.traps, d)
 			} else {
 				sm.t.Fatalf("unexpected datagram: %v", mad.MAD(d.MAD).Fields())
 			}
@@ -334,8 +340,10 @@ func (sm *testSM) sweep() *smSubnet {
 		si, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrSwitchInfo, 0, nil))
 		si.LinearFDBTop = sn.maxLID
 		b := make([]byte, 64)
-		si.Encode(b)
-		sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)
+		si.Encode(b) // PortStateChange as read: writing 1 clears it
+		if got, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)); got.PortStateChange || got.LinearFDBTop != sn.maxLID {
+			sm.t.Fatalf("SwitchInfo after Set: %+v", got)
+		}
 		for blk := 0; blk*64 < len(lft); blk++ {
 			got := sm.drOK(n.path, mad.MethodSet, mad.SMAttrLinearFT, uint32(blk), lft[blk*64:blk*64+64])
 			if string(got) != string(lft[blk*64:blk*64+64]) {
@@ -343,8 +351,36 @@ func (sm *testSM) sweep() *smSubnet {
 			}
 		}
 	}
-	// Port states: every linked port to ARMED, then to ACTIVE.
-	for _, state := range []uint8{mad.PortStateArmed, mad.PortStateActive} {
+	sm.activate(sn)
+	return sn
+}
+
+// route is sweep without the last step: LIDs and LFTs set, every port
+// still INIT.
+func (sm *testSM) route() *smSubnet {
+	sm.t.Helper()
+	sm.noActivate = true
+	defer func() { sm.noActivate = false }()
+	return sm.sweep()
+}
+
+// activate moves every linked port to ARMED, then to ACTIVE (or through
+// the states given).
+func (sm *testSM) activate(sn *smSubnet, states ...uint8) {
+	sm.t.Helper()
+	if sm.noActivate {
+		return
+	}
+	var switches []uint64
+	for _, g := range sn.order {
+		if sn.nodes[g].info.NodeType == mad.NodeTypeSwitch {
+			switches = append(switches, g)
+		}
+	}
+	if len(states) == 0 {
+		states = []uint8{mad.PortStateArmed, mad.PortStateActive}
+	}
+	for _, state := range states {
 		set := func(p []byte, mod uint32) {
 			pi, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, mod, nil))
 			pi.PortState = state
@@ -369,7 +405,6 @@ func (sm *testSM) sweep() *smSubnet {
 			set(cp.path, uint32(cp.num))
 		}
 	}
-	return sn
 }
 
 func openFabric(t testing.TB, text string) *Fabric {

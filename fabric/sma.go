@@ -12,7 +12,7 @@ import (
 // whose M_Key is 0, or an SMP carrying it, passes; otherwise a Get passes
 // only with protect bits 0 or 1 and a Set never. A failing SMP is counted
 // in MKeyViolations and dropped.
-func (f *Fabric) mkeyOK(p *Port, s mad.SMP, method mad.Method) bool {
+func (f *Fabric) mkeyOK(p *nodePort, s mad.SMP, method mad.Method) bool {
 	if p.pi.MKey == 0 || s.MKey() == p.pi.MKey {
 		return true
 	}
@@ -27,7 +27,7 @@ func (f *Fabric) mkeyOK(p *Port, s mad.SMP, method mad.Method) bool {
 
 // hideMKey zeroes the M_Key of a PortInfo answer to an SMP that did not
 // carry it when protect bits are 1 or more (14.2.4.1).
-func (f *Fabric) hideMKey(p *Port, s mad.SMP, attr mad.AttributeID, data []byte) {
+func (f *Fabric) hideMKey(p *nodePort, s mad.SMP, attr mad.AttributeID, data []byte) {
 	if attr != mad.SMAttrPortInfo || p.pi.MKey == 0 || s.MKey() == p.pi.MKey || p.pi.MKeyProtectBits == 0 {
 		return
 	}
@@ -37,7 +37,7 @@ func (f *Fabric) hideMKey(p *Port, s mad.SMP, attr mad.AttributeID, data []byte)
 // smaAttr answers a Get or Set of attr with modifier mod that arrived on
 // port in: on Set it applies data, and in both cases writes the
 // attribute's current value into data. It returns the MAD status.
-func (f *Fabric) smaAttr(in *Port, method mad.Method, attr mad.AttributeID, mod uint32, data []byte, pending *[]job) uint16 {
+func (f *Fabric) smaAttr(in *nodePort, method mad.Method, attr mad.AttributeID, mod uint32, data []byte, pending *[]job) uint16 {
 	n := in.node
 	set := method == mad.MethodSet
 	switch attr {
@@ -71,7 +71,9 @@ func (f *Fabric) smaAttr(in *Port, method mad.Method, attr mad.AttributeID, mod 
 			case err != nil:
 				st = mad.StatusInvalidAttrOrModify
 			case int(x.LinearFDBTop) >= linearFDBCap,
-				x.MulticastFDBTop != 0 && (x.MulticastFDBTop < 0xC000 || int(x.MulticastFDBTop) >= 0xC000+multicastFDBCap):
+				// MulticastFDBTop: 0 (not used), 0xBFFF (no entries) or an
+				// entry the table has.
+				x.MulticastFDBTop != 0 && (x.MulticastFDBTop < 0xBFFF || int(x.MulticastFDBTop) >= 0xC000+multicastFDBCap):
 				st = mad.StatusInvalidAttrOrModify
 			default:
 				sw := &n.sw.info
@@ -232,7 +234,7 @@ func (f *Fabric) smaAttr(in *Port, method mad.Method, attr mad.AttributeID, mod 
 // allows them: ARMED from INIT, ACTIVE from ARMED, each with the neighbour
 // no more than one state away; DOWN retrains the link to INIT). A Set
 // with an invalid field changes nothing and answers status 0x1C.
-func (f *Fabric) portInfo(in *Port, set bool, mod uint32, data []byte, pending *[]job) uint16 {
+func (f *Fabric) portInfo(in *nodePort, set bool, mod uint32, data []byte, pending *[]job) uint16 {
 	n := in.node
 	// Bit 31 of the modifier asks for the port's own timing data on some
 	// attributes; PortInfo's port is the rest.
@@ -264,7 +266,7 @@ func (f *Fabric) portInfo(in *Port, set bool, mod uint32, data []byte, pending *
 	return st
 }
 
-func (f *Fabric) setPortInfo(p *Port, x *mad.PortInfo, pending *[]job) uint16 {
+func (f *Fabric) setPortInfo(p *nodePort, x *mad.PortInfo, pending *[]job) uint16 {
 	n := p.node
 	bad := uint16(mad.StatusInvalidAttrOrModify)
 	ext := n.isSwitch() && p.num != 0 // an external switch port
@@ -386,31 +388,48 @@ func (f *Fabric) setPortInfo(p *Port, x *mad.PortInfo, pending *[]job) uint16 {
 	return mad.StatusOK
 }
 
+// capabilityChanged sends trap 144 (14.2.5.1: a port's CapabilityMask
+// changed) from port p to its SM, if the port has a LID and an SM LID.
+func (f *Fabric) capabilityChanged(p *nodePort, pending *[]job) {
+	nt := mad.Notice{
+		IsGeneric: true, Type: mad.NoticeTypeInformational, ProducerType: uint32(p.node.typ),
+		TrapNumber: mad.TrapCapabilityMaskChanged, IssuerLID: p.pi.LID,
+	}
+	nt.SetTrap144(mad.Trap144Details{LID: p.pi.LID, CapabilityMask: p.pi.CapabilityMask})
+	f.trap(p, &nt, pending)
+}
+
+// trap sends notice nt from port p (a CA port or a switch's port 0)
+// LID-routed to the port's SM, if it has a LID and an SM LID.
+func (f *Fabric) trap(p *nodePort, nt *mad.Notice, pending *[]job) {
+	if p.pi.LID == 0 || p.pi.MasterSMLID == 0 {
+		return
+	}
+	f.trapTID++
+	b := make([]byte, mad.Size)
+	s, _ := mad.NewLIDRoutedSMP(b, mad.MethodTrap, mad.SMAttrNotice, 0, f.trapTID)
+	nt.Encode(s.Data())
+	f.logTrap(p, nt.TrapNumber)
+	*pending = append(*pending, job{
+		d:   &Datagram{SLID: p.pi.LID, DLID: p.pi.MasterSMLID, SL: p.pi.MasterSMSL, PKey: 0xFFFF, MAD: b},
+		src: p,
+	})
+}
+
 // portChanged records that switch port p went down or came up: the switch
 // sets PortStateChange and sends trap 128 to its SM, if it has a LID and
 // an SM LID.
-func (f *Fabric) portChanged(p *Port, pending *[]job) {
+func (f *Fabric) portChanged(p *nodePort, pending *[]job) {
 	n := p.node
 	if n.sw == nil {
 		return
 	}
 	n.sw.portChange = true
 	p0 := n.ports[0]
-	if p0.pi.LID == 0 || p0.pi.MasterSMLID == 0 {
-		return
-	}
-	f.trapTID++
-	b := make([]byte, mad.Size)
-	s, _ := mad.NewLIDRoutedSMP(b, mad.MethodTrap, mad.SMAttrNotice, 0, f.trapTID)
 	nt := mad.Notice{
 		IsGeneric: true, Type: mad.NoticeTypeUrgent, ProducerType: mad.NodeTypeSwitch,
 		TrapNumber: mad.TrapLinkStateChange, IssuerLID: p0.pi.LID,
 	}
 	nt.SetTrap128(p0.pi.LID)
-	nt.Encode(s.Data())
-	f.logTrap(p, mad.TrapLinkStateChange)
-	*pending = append(*pending, job{
-		d:   &Datagram{SLID: p0.pi.LID, DLID: p0.pi.MasterSMLID, SL: p0.pi.MasterSMSL, PKey: 0xFFFF, MAD: b},
-		src: p0,
-	})
+	f.trap(p0, &nt, pending)
 }

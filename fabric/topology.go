@@ -36,6 +36,22 @@ const (
 	defaultSwitchGUID = 0x200000
 )
 
+// speedNames are the speeds ibnetdiscover prints, in the order ibsim
+// tries them, with the enabled speeds and extended speeds each sets.
+var speedNames = []struct {
+	name       string
+	speed, ext uint8
+}{
+	{"SDR", speedSDR, 0},
+	{"DDR", speedSDR | speedDDR, 0},
+	{"QDR", speedSDR | speedDDR | speedQDR, 0},
+	{"FDR", speedSDR | speedDDR | speedQDR, 1},
+	{"EDR", speedSDR | speedDDR | speedQDR, 3},
+	{"HDR", speedSDR | speedDDR | speedQDR, 7},
+	{"NDR", speedSDR | speedDDR | speedQDR, 15},
+	{"FDR10", speedSDR | speedDDR | speedQDR, 0},
+}
+
 // maxPorts is the largest number of ports a node may have: port 255 is the
 // LFT's "no route".
 const maxPorts = 254
@@ -233,8 +249,9 @@ func (p *topoParser) topLine(line string) error {
 		p.prefix = id
 	case strings.HasPrefix(line, "include"), strings.HasPrefix(line, "do"):
 		return p.errorf("%q: include and do lines are not supported", line)
-	case strings.HasPrefix(line, "["), strings.HasPrefix(line, "@"):
-		// A port line outside a record: ibsim ignores it, and so do we.
+	default:
+		// Anything else, port lines outside a record included, is
+		// ignored, as ibsim ignores it.
 	}
 	return err
 }
@@ -536,15 +553,14 @@ func (p *topoParser) port(n *TopoNode, line string) error {
 					case "12":
 						pt.WidthEnabled = width1x | width4x | width12x
 					}
-					switch {
-					case sp == "SDR":
-						pt.SpeedEnabled = speedSDR
-					case sp == "DDR":
-						pt.SpeedEnabled = speedSDR | speedDDR
-					case sp != "":
-						// QDR and everything faster enable SDR-QDR; the
-						// extended speeds are not modelled beyond that.
-						pt.SpeedEnabled = speedSDR | speedDDR | speedQDR
+					// ibsim takes any prefix of a name ("Q" is QDR); FDR
+					// and faster enable SDR to QDR and the extended speeds
+					// up to theirs.
+					for _, sd := range speedNames {
+						if sp != "" && strings.HasPrefix(sd.name, sp) {
+							pt.SpeedEnabled, pt.ExtSpeedEnabled = sd.speed, sd.ext
+							break
+						}
 					}
 				}
 			}

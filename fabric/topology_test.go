@@ -300,3 +300,84 @@ func FuzzParseTopology(f *testing.F) {
 		checkTopology(t, topo)
 	})
 }
+
+func TestParseSpeeds(t *testing.T) {
+	topo, err := parseString(`Switch 6 "S"
+[1] "A"[1] # "a" lid 1 4xQDR
+[2] "A"[2] # "a" lid 1 4xF
+[3] "A"[3] # "a" lid 1 12xEDR
+[4] "A"[4] # "a" lid 1 8xNDR
+[5] "A"[5] # "a" lid 1 1xXYZ
+[6] "A"[6] # "a" lid 1 2xSDR
+
+Hca 6 "A"
+[1] "S"[1]
+[2] "S"[2]
+[3] "S"[3]
+[4] "S"[4]
+[5] "S"[5]
+[6] "S"[6]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ w, s, e uint8 }{
+		{width1x | width4x, 7, 0}, {width1x | width4x, 7, 1}, {width1x | width4x | width12x, 7, 3},
+		{width8x, 7, 15}, {width1x, speedSDR, 0}, {width2x, speedSDR, 0},
+	}
+	for i, w := range want {
+		p := topo.Nodes[0].Ports[i+1]
+		if p.WidthEnabled != w.w || p.SpeedEnabled != w.s || p.ExtSpeedEnabled != w.e {
+			t.Errorf("port %d: width %d speed %d ext %d, want %+v", i+1, p.WidthEnabled, p.SpeedEnabled, p.ExtSpeedEnabled, w)
+		}
+	}
+}
+
+// TestParseIbsimDiscovered parses what ibnetdiscover printed against Linux
+// ibsim serving a topology, and checks that ParseTopology gives the
+// original topology the GUIDs and links ibsim gave it.
+func TestParseIbsimDiscovered(t *testing.T) {
+	for _, c := range []struct{ orig, disc string }{
+		{readFile(t, "testdata/net.2sw2path4hca"), "testdata/net.2sw2path4hca.ibnetdiscover"},
+		{fatTree(4, 4, 8), "testdata/fattree.ibnetdiscover"},
+	} {
+		orig, err := parseString(c.orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disc := parseFile(t, c.disc)
+		if len(orig.Nodes) != len(disc.Nodes) {
+			t.Fatalf("%s: %d nodes, ibsim's %d", c.disc, len(orig.Nodes), len(disc.Nodes))
+		}
+		byGUID := func(tp *Topology) (map[uint64]*TopoNode, map[string]uint64) {
+			m, ids := map[uint64]*TopoNode{}, map[string]uint64{}
+			for _, n := range tp.Nodes {
+				m[n.GUID] = n
+				ids[n.ID] = n.GUID
+			}
+			return m, ids
+		}
+		om, oids := byGUID(orig)
+		dm, dids := byGUID(disc)
+		for g, on := range om {
+			dn := dm[g]
+			if dn == nil {
+				t.Errorf("%s: node %s GUID %#x not in ibsim's", c.disc, on.ID, g)
+				continue
+			}
+			if dn.Type != on.Type || dn.NumPorts() != on.NumPorts() || dn.Desc != on.ID || dn.SysGUID != on.SysGUID {
+				t.Errorf("%s: %s: %+v, ibsim's %+v", c.disc, on.ID, on, dn)
+			}
+			for i, p := range on.Ports {
+				dp := dn.Ports[i]
+				if (p.Remote == "") != (dp.Remote == "") {
+					t.Errorf("%s: %s port %d linked %q, ibsim's %q", c.disc, on.ID, i, p.Remote, dp.Remote)
+					continue
+				}
+				if p.Remote != "" && (oids[p.Remote] != dids[dp.Remote] || p.RemotePort != dp.RemotePort) {
+					t.Errorf("%s: %s port %d to %#x[%d], ibsim's %#x[%d]", c.disc, on.ID, i, oids[p.Remote], p.RemotePort, dids[dp.Remote], dp.RemotePort)
+				}
+			}
+		}
+	}
+}
