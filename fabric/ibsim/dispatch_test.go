@@ -207,3 +207,46 @@ func TestClientNotReading(t *testing.T) {
 	}
 	t.Logf("stats %+v", st)
 }
+
+// TestSlotsFull attaches MaxClients clients: the next is refused, and a
+// slot freed by DISCONNECT is taken again.
+func TestSlotsFull(t *testing.T) {
+	leakcheck.Check(t)
+	b := newTestBackend()
+	sock := sockName()
+	startServer(t, b, Config{SockName: sock})
+	ctx := ctxT(t)
+	var cs []*Client
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for i := range MaxClients {
+		c, err := Dial(ctx, ClientConfig{SockName: sock, ID: clientID()})
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		if c.Slot() != i {
+			t.Fatalf("client %d got slot %d", i, c.Slot())
+		}
+		cs = append(cs, c)
+	}
+	if _, err := Dial(ctx, ClientConfig{SockName: sock, ID: clientID()}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("client %d: %v, want ErrRefused", MaxClients, err)
+	}
+	if err := cs[3].Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, ClientConfig{SockName: sock, ID: clientID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Slot() != 3 {
+		t.Fatalf("freed slot 3, new client got %d", c.Slot())
+	}
+	cs[3] = c
+	if b.attached() != 1 {
+		t.Fatalf("%d clients at one port hold %d attachments", MaxClients, b.attached())
+	}
+}
