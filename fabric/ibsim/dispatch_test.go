@@ -183,7 +183,8 @@ func TestClientNotReading(t *testing.T) {
 	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
-	s := startServer(t, b, Config{SockName: sock, QueueLen: 4096})
+	const timeout = 100 * time.Millisecond
+	s := startServer(t, b, Config{SockName: sock, QueueLen: 4096, WriteTimeout: timeout})
 	ctx := ctxT(t)
 	sm, err := Dial(ctx, ClientConfig{SockName: sock, ID: clientID(), Node: "Hca1", IsSM: true})
 	if err != nil {
@@ -198,7 +199,7 @@ func TestClientNotReading(t *testing.T) {
 	if err := sm.Close(); err != nil {
 		t.Fatalf("DISCONNECT of a client that never read: %v", err)
 	}
-	if d := time.Since(start); d > 2*writeTimeout+time.Second {
+	if d := time.Since(start); d > 2*timeout+time.Second {
 		t.Fatalf("DISCONNECT took %v", d)
 	}
 	st := s.Stats()

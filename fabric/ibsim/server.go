@@ -33,6 +33,10 @@ type Config struct {
 	// QueueLen bounds each client's queue of MADs waiting for its socket;
 	// 0 means 256. A MAD arriving at a full queue is dropped and counted.
 	QueueLen int
+	// WriteTimeout bounds a write to a client's socket, which blocks while
+	// the client does not read; 0 means one second. A write that times out
+	// drops its MAD and counts it in Stats.WriteErrors.
+	WriteTimeout time.Duration
 }
 
 // Errors of the server; test with errors.Is.
@@ -69,6 +73,7 @@ type Server struct {
 	unix     bool
 	base     string
 	queueLen int
+	wtimeout time.Duration
 	ctl      net.PacketConn
 	out      [MaxClients]net.PacketConn
 
@@ -125,6 +130,9 @@ func NewServer(b Backend, cfg Config) (*Server, error) {
 	}
 	if s.queueLen <= 0 {
 		s.queueLen = 256
+	}
+	if s.wtimeout = cfg.WriteTimeout; s.wtimeout <= 0 {
+		s.wtimeout = time.Second
 	}
 	if len(b.Nodes()) == 0 {
 		return nil, fmt.Errorf("%w: the fabric has no nodes", ErrConfig)
@@ -654,9 +662,6 @@ func (s *Server) enqueue(sess *session, b []byte) {
 	}
 }
 
-// writeTimeout bounds a write to a client's socket.
-const writeTimeout = time.Second
-
 // writer writes a client's queued MADs to its socket. A client whose
 // socket is gone is disconnected.
 func (s *Server) writer(sess *session) {
@@ -672,9 +677,9 @@ func (s *Server) writer(sess *session) {
 			return
 		case b := <-sess.q:
 			// A client that does not read fills its socket's queue; the
-			// write gives up after writeTimeout rather than hold the
+			// write gives up after the write timeout rather than hold the
 			// session (and a DISCONNECT waiting for it) forever.
-			s.out[sess.slot].SetWriteDeadline(time.Now().Add(writeTimeout))
+			s.out[sess.slot].SetWriteDeadline(time.Now().Add(s.wtimeout))
 			if _, err := s.out[sess.slot].WriteTo(b, sess.addr); err != nil {
 				s.st.writeErrors.Add(1)
 				if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
