@@ -357,8 +357,9 @@ var reSMInfo = regexp.MustCompile(`sm lid (\d+) sm guid (0x[0-9a-f]+), activity 
 
 // smDaemon runs OpenSM as a daemon at hca on the server on sock until the
 // test ends, waits until sminfo finds it MASTER, and returns what sminfo
-// and saquery print then. Both are requests to the SM itself (SMInfo on
-// QP0, the SA on QP1), which the server hands to the SM's client.
+// and saquery print once every linked port is Active. Both are requests
+// to the SM itself (SMInfo on QP0, the SA on QP1), which the server hands
+// to the SM's client.
 func smDaemon(t *testing.T, name, sock, hca string) (sminfo, saquery string) {
 	t.Helper()
 	cache := t.TempDir()
@@ -387,6 +388,23 @@ func smDaemon(t *testing.T, name, sock, hca string) (sminfo, saquery string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The sweep brings every linked port to Active.
+	for {
+		out, err := runSim(t, sock, nil, "iblinkinfo")
+		linked, active := 0, len(reActive.FindAllString(out, -1))
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "==>") && !strings.Contains(l, `""`) {
+				linked++
+			}
+		}
+		if err == nil && linked > 0 && active == linked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: OpenSM daemon: %d of %d linked ports Active: %v\n%s", name, active, linked, err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	out, err := runSim(t, sock, nil, "saquery", "NodeRecord")
 	if err != nil {
 		t.Fatalf("%s: saquery: %v\n%s", name, err, out)
@@ -396,7 +414,8 @@ func smDaemon(t *testing.T, name, sock, hca string) (sminfo, saquery string) {
 
 // TestE2EDaemon runs OpenSM as a daemon (without -o) on ibsim's "net", on
 // Linux ibsim and on softrdma's fabric: on both it becomes MASTER, answers
-// sminfo and serves saquery the same records. (On both it also never logs
+// sminfo, brings every linked port to Active and serves saquery the same
+// NodeRecord. (On both it also never logs
 // SUBNET UP as a daemon under libumad2sim; with -o it does, see TestE2E.)
 // It runs with SOFTRDMA_IBSIM_E2E set.
 func TestE2EDaemon(t *testing.T) {
