@@ -6,12 +6,12 @@ import (
 	"sync"
 )
 
-// testBackend stands in for the fabric in the session tests while the
-// fabric package is not there: two nodes, each with an SMA that answers
-// directed-route Gets of hop count 0 (what a client asks of its own node)
-// for NodeInfo, NodeDescription, PortInfo and P_KeyTable. Everything else
-// is unroutable, as on an unconfigured subnet. The end-to-end tests run
-// the real fabric.
+// testBackend stands in for the fabric where a test must deliver MADs the
+// real fabric would not produce on demand (traps to an SM, responses for a
+// given slot, floods) or have Send fail at once: two nodes, each with an
+// SMA that answers directed-route Gets of hop count 0 for NodeInfo,
+// NodeDescription, PortInfo and P_KeyTable. Everything else is refused by
+// Send, as unroutable. The other tests run softrdma's fabric.
 type testBackend struct {
 	nodes []*testNode
 	mu    sync.Mutex

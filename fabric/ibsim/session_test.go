@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
@@ -282,8 +283,60 @@ func TestSessionIbsim(t *testing.T) {
 	checkSession(t, ClientConfig{SockName: sock}, "Hca1")
 }
 
-// TestSessionServer runs the same session against our server.
+// A switch and two CAs, in ibnetdiscover's format.
+const smallTopology = `Switch	4 "Sw1"
+[1]	"HcaA"[1]
+[2]	"HcaB"[1]
+
+Hca	1 "HcaA"
+[1]	"Sw1"[1]
+
+Hca	1 "HcaB"
+[1]	"Sw1"[2]
+`
+
+// newFabric builds softrdma's fabric from a topology until the test ends.
+func newFabric(t *testing.T, topo string) Backend {
+	t.Helper()
+	tp, err := fabric.ParseTopology(strings.NewReader(topo), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fabric.New(tp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return FabricBackend(f)
+}
+
+// TestSessionServer runs the same session against our server over
+// softrdma's fabric.
 func TestSessionServer(t *testing.T) {
+	leakcheck.Check(t)
+	b := newFabric(t, smallTopology)
+	sock := sockName()
+	s := startServer(t, b, Config{SockName: sock})
+	checkSession(t, ClientConfig{SockName: sock}, "HcaB")
+	// The unroutable request is reported by the fabric, not refused by it.
+	waitStats(t, s, func(st Stats) bool {
+		return st.Connects == 2 && st.Requests == 2 && st.Delivered == 2 && st.Unclaimed == 0
+	})
+}
+
+// TestSessionServerUDP runs the session over UDP (ibsim -r, clients with
+// IBSIM_SERVER_NAME).
+func TestSessionServerUDP(t *testing.T) {
+	leakcheck.Check(t)
+	b := newFabric(t, smallTopology)
+	s := startUDPServer(t, b)
+	checkSession(t, ClientConfig{Network: "udp", Addr: s.Addr().String()}, "HcaA")
+}
+
+// TestSessionTestBackend runs the session against the server over the
+// test backend, whose SMA refuses what it cannot route at once (Send
+// fails): the server returns such a MAD with StatusTimeout itself.
+func TestSessionTestBackend(t *testing.T) {
 	leakcheck.Check(t)
 	b := newTestBackend()
 	sock := sockName()
@@ -292,18 +345,6 @@ func TestSessionServer(t *testing.T) {
 	waitStats(t, s, func(st Stats) bool {
 		return st.Connects == 2 && st.Undeliverable == 1 && st.Delivered == 2 && st.Requests == 2
 	})
-	if b.attached() != 0 {
-		t.Fatalf("%d attachments left after every client closed", b.attached())
-	}
-}
-
-// TestSessionServerUDP runs the session over UDP (ibsim -r, clients with
-// IBSIM_SERVER_NAME).
-func TestSessionServerUDP(t *testing.T) {
-	leakcheck.Check(t)
-	b := newTestBackend()
-	s := startUDPServer(t, b)
-	checkSession(t, ClientConfig{Network: "udp", Addr: s.Addr().String()}, "Hca1")
 	if b.attached() != 0 {
 		t.Fatalf("%d attachments left after every client closed", b.attached())
 	}

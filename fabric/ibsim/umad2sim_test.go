@@ -36,13 +36,14 @@ func runSim(t *testing.T, sock string, env []string, args ...string) (string, er
 	return string(out), err
 }
 
-// TestUmad2simSmpquery runs smpquery under libumad2sim against the server,
+// TestUmad2simSmpquery runs smpquery under libumad2sim against the server
+// over softrdma's fabric,
 // over unix sockets and over UDP: libumad2sim's session (CONNECT, the GET_
 // queries, its data socket) and a directed-route SMP work as they do
 // against ibsim.
 func TestUmad2simSmpquery(t *testing.T) {
 	leakcheck.Check(t)
-	b := newTestBackend()
+	b := newFabric(t, smallTopology)
 	sock := sockName()
 	startServer(t, b, Config{SockName: sock})
 	us := startUDPServer(t, b)
@@ -52,9 +53,9 @@ func TestUmad2simSmpquery(t *testing.T) {
 		host, typ, guid string
 		env             []string
 	}{
-		{"", "Switch", "0x0002c90000000100", nil},
-		{"Hca1", "Channel Adapter", "0x0002c90000000200", nil},
-		{"Hca1", "Channel Adapter", "0x0002c90000000200", udp},
+		{"", "Switch", "0x0000000000200000", nil},
+		{"HcaB", "Channel Adapter", "0x0000000000100002", nil},
+		{"HcaA", "Channel Adapter", "0x0000000000100000", udp},
 	} {
 		env := tc.env
 		if tc.host != "" {
