@@ -39,6 +39,7 @@ var commands = map[string]struct {
 	"udaddy":   {runUdaddy, "udaddy: UD QPs resolved with SIDR exchanging datagrams (-s addr: client)"},
 	"mckey":    {runMckey, "mckey: join a multicast group with rdma_cm and send (-s) or receive UD datagrams (-m group)"},
 	"stat":     {runStat, "rdma statistic show link: the counters a tool serves with --metrics, by Linux rxe's names"},
+	"fabric":   {runFabric, "ibsim: an InfiniBand fabric from a topology file, served to OpenSM and infiniband-diags under ibsim-run"},
 	"version":  {func(_ context.Context, args []string, out io.Writer) error { return runVersion(args, out) }, "print the version of this build"},
 }
 

@@ -27,6 +27,8 @@ var layers = map[string]int{
 	// The verbs API and engine, the emulated InfiniBand fabric, connection
 	// management, rdma_cm.
 	"verbs": 3, "fabric": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,
+	// The fabric's server of Linux ibsim's client protocol.
+	"fabric/ibsim": 4,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/fabric"
+	"github.com/softrdma/softrdma/fabric/ibsim"
+)
+
+// runFabric runs an emulated InfiniBand fabric from a topology file and
+// serves it to management programs as Linux ibsim does.
+func runFabric(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("fabric", flag.ContinueOnError)
+	sock := fs.String("s", "", "base of the unix socket names (ibsim's IBSIM_SOCKNAME; default $IBSIM_SOCKNAME or \"sim\")")
+	port := fs.Int("p", 0, "serve over UDP on this control port and the next 10 (ibsim -r -l PORT; clients set IBSIM_SERVER_NAME and IBSIM_SERVER_PORT)")
+	verbose := fs.Bool("v", false, "log every client's MADs that go nowhere (Debug)")
+	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-v] TOPOLOGY",
+		"Runs an InfiniBand fabric of switches and HCAs described by TOPOLOGY (ibnetdiscover's format, as\n"+
+			"Linux ibsim reads it) and serves it with ibsim's client protocol, so that programs run under\n"+
+			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Runs until interrupted.")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: need one topology file", tool.ErrUsage)
+	}
+	if *sock != "" && *port != 0 {
+		return fmt.Errorf("%w: -s and -p exclude each other", tool.ErrUsage)
+	}
+	lvl := slog.LevelInfo
+	if *verbose {
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	topo, err := fabric.ParseTopology(f, pos[0])
+	f.Close()
+	if err != nil {
+		return err
+	}
+	fab, err := fabric.New(topo, &fabric.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer fab.Close()
+
+	cfg := ibsim.Config{SockName: *sock, Logger: log}
+	if cfg.SockName == "" {
+		cfg.SockName = os.Getenv("IBSIM_SOCKNAME")
+	}
+	if *port != 0 {
+		cfg = ibsim.Config{Network: "udp", Addr: ":" + strconv.Itoa(*port), Logger: log}
+	}
+	srv, err := ibsim.NewServer(ibsim.FabricBackend(fab), cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("fabric: serving ibsim clients", "topology", pos[0], "nodes", len(fab.Nodes()),
+		"addr", strings.TrimSuffix(srv.Addr().String(), "\x00"))
+	return srv.Serve(ctx)
+}
