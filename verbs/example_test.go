@@ -364,5 +364,5 @@ func ExampleQP_AttachMcast() {
 	// Output:
 	// RECV success 72
 	// RECV success 72
-	// SEND success 0
+	// SEND success 32
 }
