@@ -13,5 +13,12 @@
 // Packet whose accessors cannot panic. Build writes a packet from Fields
 // values into a caller's buffer without allocating.
 //
+// Native InfiniBand framing wraps the same transport packet in a local route
+// header (LRH), an optional global route header (GRH) and a variant CRC
+// (VCRC), with an ICRC whose masks are the IB link layer's: see ParseIB,
+// BuildIB, IBICRC and VCRC.
+//
+//	LRH (8) | GRH (40, optional) | BTH ... ICRC (4) | VCRC (2)
+//
 // The package imports only the standard library.
 package wire

@@ -22,6 +22,8 @@ var layers = map[string]int{
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/fault": 2, "link/pcap": 2, "link/linktest": 2,
+	// The link level of an InfiniBand link (virtual lanes, credits).
+	"fabric/vl": 2,
 	// The verbs API and engine, the emulated InfiniBand fabric, connection
 	// management, rdma_cm.
 	"verbs": 3, "fabric": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,

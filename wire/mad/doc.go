@@ -22,6 +22,18 @@
 // data of REQ and SIDR_REQ carry its own header, CMAHeader, and the service
 // ID encodes a port space and a port (ServiceID, SplitServiceID).
 //
+// For InfiniBand subnet management the package also has the codecs of the
+// attributes SMPs carry (class ClassSubnLID or ClassSubnDirected: NodeInfo,
+// NodeDescription, PortInfo, SwitchInfo, GUIDInfo, PKeyTable, SLToVLTable,
+// VLArbTable, LinearFT, MulticastFT, SMInfo and Notice, IBTA volume 1
+// section 14.2.5) and of the performance management class (ClassPerf:
+// PortCounters, PortCountersExt) and the generic ClassPortInfo. Each is a
+// struct with a field per attribute field, Parse<Name> decoding it from
+// an attribute's bytes (an error wrapping ErrTruncated if they are too
+// few) and Encode writing it back. SM attribute IDs share values with the
+// CM's, so AttributeID.String names only the CM's; AttrName takes the
+// class.
+//
 // Views must be at least as long as their message; Parse guarantees that for
 // the views it hands out. Setters keep only as many low bits of a value as
 // the field has. The package imports only the standard library.

@@ -17,6 +17,23 @@ var perfAttrNames = map[AttributeID]string{
 	PerfAttrPortCountersExt: "PortCountersExtended",
 }
 
+// Bits of the PMA's ClassPortInfo.CapabilityMask: which counters and
+// attributes it supports.
+const (
+	PerfCapAllPortSelect       uint16 = 1 << 8  // PortSelect 0xFF reads or clears every port
+	PerfCapExtendedWidth       uint16 = 1 << 9  // PortCountersExtended answers
+	PerfCapExtendedWidthNoIETF uint16 = 1 << 10 // PortCountersExtended, without the unicast/multicast counters
+	PerfCapSamplesOnly         uint16 = 1 << 11
+	PerfCapXmitWait            uint16 = 1 << 12 // PortCounters' PortXmitWait counts
+	PerfCapQP1Dropped          uint16 = 1 << 15 // PortCounters' QP1Dropped counts
+)
+
+// Bits of the PMA's ClassPortInfo.CapabilityMask2.
+const (
+	PerfCap2PMKey                     uint32 = 1 << 0
+	PerfCap2AdditionalPortCountersExt uint32 = 1 << 1 // PortCountersExtended has its error counters
+)
+
 // PerfDataOffset is where a PMA attribute starts in a MAD: the GS header is
 // followed by 40 reserved bytes.
 const PerfDataOffset = 64
