@@ -56,6 +56,7 @@ type Fabric struct {
 	closed   bool
 	tidOwner map[tidKey]*Client
 	trapTID  uint64
+	dp       *dataPlane // the data plane (dataplane.go), once started
 
 	dropped   atomic.Uint64
 	delivered atomic.Uint64
@@ -148,6 +149,7 @@ type Port struct {
 	vlLow      [64]mad.VLArbEntry
 	vlHigh     [64]mad.VLArbEntry
 	cnt        counters
+	dp         *dataPort // the data plane's state (dataplane.go), once started
 
 	clients []*Client
 }
@@ -159,6 +161,8 @@ type counters struct {
 	rcvErrors, switchRelayErrors         uint64
 	xmitDiscards, vl15Dropped            uint64
 	linkDowned                           uint64
+	// Moved by the data plane (dataplane.go).
+	xmitWait, rcvConstraintErrors, xmitConstraintErrors uint64
 }
 
 func (p *Port) lidRange(lid uint16) bool {
@@ -382,6 +386,7 @@ func (f *Fabric) Close() error {
 	close(f.done)
 	f.mu.Unlock()
 	f.wg.Wait()
+	f.stopDataPlane()
 	return nil
 }
 
@@ -468,6 +473,7 @@ func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 		var traps []job
 		f.capabilityChanged(p, &traps)
 		f.queueTraps(traps)
+		f.kickDataPlane()
 	}
 	return nil
 }
@@ -519,6 +525,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	f.portChanged(p, &traps)
 	f.portChanged(p.remote, &traps)
 	f.queueTraps(traps)
+	f.kickDataPlane()
 	return nil
 }
 
@@ -668,6 +675,7 @@ func (f *Fabric) run() {
 				pending = pending[1:]
 				f.carry(j, &out, &pending)
 			}
+			f.kickDataPlane()
 			f.mu.Unlock()
 			for _, d := range out {
 				if !d.c.closed.Load() {

@@ -65,6 +65,7 @@ func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []b
 		}
 		var sum counters
 		for _, p := range ports {
+			f.syncLinkCounters(p)
 			addCounters(&sum, &p.cnt)
 		}
 		y := mad.PortCounters{
@@ -79,6 +80,9 @@ func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []b
 			PortRcvData:              uint32(sat(sum.rcvData, math.MaxUint32)),
 			PortXmitPkts:             uint32(sat(sum.xmitPkts, math.MaxUint32)),
 			PortRcvPkts:              uint32(sat(sum.rcvPkts, math.MaxUint32)),
+			PortXmitWait:             uint32(sat(sum.xmitWait, math.MaxUint32)),
+			PortXmitConstraintErrors: uint8(sat(sum.xmitConstraintErrors, math.MaxUint8)),
+			PortRcvConstraintErrors:  uint8(sat(sum.rcvConstraintErrors, math.MaxUint8)),
 		}
 		clear(data)
 		y.Encode(data)
@@ -126,6 +130,9 @@ func addCounters(a, b *counters) {
 	a.xmitDiscards += b.xmitDiscards
 	a.vl15Dropped += b.vl15Dropped
 	a.linkDowned += b.linkDowned
+	a.xmitWait += b.xmitWait
+	a.rcvConstraintErrors += b.rcvConstraintErrors
+	a.xmitConstraintErrors += b.xmitConstraintErrors
 }
 
 // clearCounters clears the counters PortCounters' CounterSelect names.
@@ -135,6 +142,7 @@ func clearCounters(c *counters, sel uint16) {
 		v   *uint64
 	}{
 		{2, &c.linkDowned}, {3, &c.rcvErrors}, {5, &c.switchRelayErrors}, {6, &c.xmitDiscards},
+		{7, &c.xmitConstraintErrors}, {8, &c.rcvConstraintErrors},
 		{11, &c.vl15Dropped}, {12, &c.xmitData}, {13, &c.rcvData}, {14, &c.xmitPkts}, {15, &c.rcvPkts},
 	}
 	for _, b := range bits {
