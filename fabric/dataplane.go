@@ -200,7 +200,7 @@ func (f *Fabric) kickDataPlane() {
 	}
 }
 
-func portArbitration(p *Port) vl.Arbitration {
+func portArbitration(p *nodePort) vl.Arbitration {
 	conv := func(e []mad.VLArbEntry, capacity uint8) []vl.Entry {
 		var out []vl.Entry
 		for _, x := range e[:min(int(capacity), len(e))] {
@@ -272,7 +272,7 @@ func attrEqual(a, b hcaPortAttr) bool {
 // fills only when the next hop has no credits) and VL15Dropped (VL15
 // packets dropped for lack of buffer on the way into the port). It runs
 // under f.mu.
-func (f *Fabric) syncLinkCounters(p *Port) {
+func (f *Fabric) syncLinkCounters(p *nodePort) {
 	d := p.dp
 	if d == nil {
 		return
@@ -345,14 +345,14 @@ func words(pkt []byte) uint64 { return uint64(max(len(pkt)-wire.VCRCLen, 0) / 4)
 
 // hop is one packet leaving a switch port.
 type hop struct {
-	eg  *Port
+	eg  *nodePort
 	vl  uint8
 	pkt []byte
 }
 
 // switchIn drains lane v of l, the direction arriving at switch port in,
 // forwarding each packet.
-func (dp *dataPlane) switchIn(in *Port, l *vl.Link, v uint8) {
+func (dp *dataPlane) switchIn(in *nodePort, l *vl.Link, v uint8) {
 	defer dp.wg.Done()
 	var out []hop
 	for {
@@ -374,7 +374,7 @@ func (dp *dataPlane) switchIn(in *Port, l *vl.Link, v uint8) {
 
 // route decides where a packet that arrived at switch port in goes, and
 // counts. It runs under f.mu.
-func (dp *dataPlane) route(in *Port, d vl.Delivery, out []hop) []hop {
+func (dp *dataPlane) route(in *nodePort, d vl.Delivery, out []hop) []hop {
 	st := &dp.stats
 	pkt := d.Data
 	in.cnt.rcvPkts++
@@ -405,7 +405,7 @@ func (dp *dataPlane) route(in *Port, d vl.Delivery, out []hop) []hop {
 		c.Add(1)
 		return out
 	}
-	var egress []*Port
+	var egress []*nodePort
 	switch {
 	case dlid == 0 || dlid == mad.PermissiveLID:
 		return noRoute(&st.noRoute)
@@ -482,7 +482,7 @@ func (dp *dataPlane) route(in *Port, d vl.Delivery, out []hop) []hop {
 
 // linkUsable reports whether a packet may leave by port eg: the link up
 // and, for a data packet, both ends ACTIVE.
-func linkUsable(eg *Port, onVL15 bool) bool {
+func linkUsable(eg *nodePort, onVL15 bool) bool {
 	r := eg.remote
 	if r == nil || eg.dp == nil || eg.dp.tx == nil || !eg.physUp() || !r.physUp() {
 		return false
@@ -502,7 +502,7 @@ func sl2vl(t [mad.SLToVLTableSize]byte, sl uint8) uint8 {
 
 // caIn drains l, the direction arriving at CA port p, and hands what it
 // receives to the HCA connected there, in batches.
-func (dp *dataPlane) caIn(p *Port, l *vl.Link) {
+func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 	defer dp.wg.Done()
 	done, cancel := context.WithCancel(context.Background())
 	cancel() // a done context: RecvAny then takes only what is there
@@ -539,7 +539,7 @@ func (dp *dataPlane) caIn(p *Port, l *vl.Link) {
 
 // arriveCA checks a packet arriving at CA port p for HCA h (nil if none)
 // and counts it. It runs under f.mu.
-func (dp *dataPlane) arriveCA(p *Port, h *hcaPort, d vl.Delivery) bool {
+func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery) bool {
 	st := &dp.stats
 	p.cnt.rcvPkts++
 	p.cnt.rcvData += words(d.Data)
@@ -582,7 +582,7 @@ func (f *Fabric) DataStats() DataStats {
 type hcaPort struct {
 	f      *Fabric
 	dp     *dataPlane
-	p      *Port
+	p      *nodePort
 	ctx    context.Context
 	cancel context.CancelFunc
 	closed atomic.Bool

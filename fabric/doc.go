@@ -15,8 +15,8 @@
 // arbitration tables, linear and multicast forwarding tables) and hands
 // SMInfo to an SM client attached at the port; each node's PMA answers
 // PortCounters and PortCountersExtended from counters every MAD crossing a
-// port moves. Switches send trap 128 to the SM LID when a port's state
-// changes.
+// port moves. Switches send trap 128 to the SM LID when a port's link goes
+// down or comes up; a port whose capability mask changes sends trap 144.
 //
 // The data plane (LRH packets, virtual lanes and credits) is not here yet:
 // a port will own a fabric/vl link.

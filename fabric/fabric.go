@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -36,6 +37,8 @@ type Options struct {
 	// QueueLen bounds the datagrams waiting for the fabric's goroutine;
 	// Send fails with ErrBusy beyond it. 0 means 1024.
 	QueueLen int
+	// Now is the clock of the M_Key lease periods; nil means time.Now.
+	Now func() time.Time
 }
 
 // Fabric is a running emulated subnet built from a topology: its nodes, the
@@ -47,6 +50,7 @@ type Fabric struct {
 	byName map[string]*Node
 	byGUID map[uint64]*Node
 	log    *slog.Logger
+	now    func() time.Time
 
 	queue chan job
 	done  chan struct{}
@@ -63,7 +67,7 @@ type Fabric struct {
 }
 
 type tidKey struct {
-	port *Port
+	port *nodePort
 	tid  uint64
 }
 
@@ -78,7 +82,7 @@ type Node struct {
 	sysGUID  uint64
 	vendor   uint32
 	device   uint16
-	ports    []*Port // ports[0] is a switch's management port; nil on a CA
+	ports    []*nodePort // ports[0] is a switch's management port; nil on a CA
 	sw       *switchState
 	esp0     bool
 	topoNode *TopoNode
@@ -109,7 +113,7 @@ func (n *Node) PortGUID(port int) uint64 {
 func (n *Node) isSwitch() bool { return n.typ == mad.NodeTypeSwitch }
 
 // port returns the node's port num, or nil.
-func (n *Node) port(num int) *Port {
+func (n *Node) port(num int) *nodePort {
 	if num < 0 || num >= len(n.ports) {
 		return nil
 	}
@@ -118,7 +122,7 @@ func (n *Node) port(num int) *Port {
 
 // smaPort returns the port whose LID addresses the node's SMA when a packet
 // arrives on in: port 0 of a switch, the arrival port of a CA.
-func (n *Node) smaPort(in *Port) *Port {
+func (n *Node) smaPort(in *nodePort) *nodePort {
 	if n.isSwitch() {
 		return n.ports[0]
 	}
@@ -132,17 +136,20 @@ type switchState struct {
 	portChange bool
 }
 
-// Port is one port of a node. Its state (PortInfo and the tables) is
+// nodePort is one port of a node. Its state (PortInfo and the tables) is
 // guarded by the fabric's lock. The data plane will give each port a
 // fabric/vl link.
-type Port struct {
+type nodePort struct {
 	node   *Node
 	num    int
 	guid   uint64
-	remote *Port // the port at the other end of the link, nil if none
+	remote *nodePort // the port at the other end of the link, nil if none
 
 	pi         mad.PortInfo // the writable fields and the state; Get fills the rest
 	extEnabled uint8        // extended speeds the topology enables
+	// leaseStart is when the M_Key lease period started running (at an
+	// M_Key violation); zero when it does not run.
+	leaseStart time.Time
 	pkeys      []uint16
 	guids      [guidCap]uint64
 	sl2vl      [][mad.SLToVLTableSize]byte // CA: [0]; switch: [in port]
@@ -165,12 +172,12 @@ type counters struct {
 	xmitWait, rcvConstraintErrors, xmitConstraintErrors uint64
 }
 
-func (p *Port) lidRange(lid uint16) bool {
+func (p *nodePort) lidRange(lid uint16) bool {
 	base := p.pi.LID
 	return base != 0 && lid >= base && uint32(lid) < uint32(base)+1<<p.pi.LMC
 }
 
-func (p *Port) physUp() bool { return p.pi.PortPhysicalState == mad.PhysStateLinkUp }
+func (p *nodePort) physUp() bool { return p.pi.PortPhysicalState == mad.PhysStateLinkUp }
 
 // New builds a fabric from a topology and starts it: every connected port
 // comes up LinkUp in state INIT, unconnected ports are DOWN (Polling), a
@@ -191,11 +198,15 @@ func New(t *Topology, opts *Options) (*Fabric, error) {
 	if o.QueueLen <= 0 {
 		o.QueueLen = queueLen
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	f := &Fabric{
 		topo:     t,
 		byName:   make(map[string]*Node),
 		byGUID:   make(map[uint64]*Node),
 		log:      o.Logger,
+		now:      o.Now,
 		queue:    make(chan job, o.QueueLen),
 		done:     make(chan struct{}),
 		tidOwner: make(map[tidKey]*Client),
@@ -245,7 +256,7 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		f: f, name: tn.ID, desc: tn.Desc, typ: tn.Type, guid: tn.GUID, sysGUID: tn.SysGUID,
 		vendor: tn.VendorID, device: tn.DeviceID, esp0: tn.ESP0 > 0, topoNode: tn,
 	}
-	n.ports = make([]*Port, len(tn.Ports))
+	n.ports = make([]*nodePort, len(tn.Ports))
 	if n.isSwitch() {
 		n.sw = &switchState{
 			info: mad.SwitchInfo{
@@ -270,7 +281,7 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		if i == 0 && !n.isSwitch() {
 			continue
 		}
-		p := &Port{node: n, num: i, guid: n.guid}
+		p := &nodePort{node: n, num: i, guid: n.guid}
 		if !n.isSwitch() {
 			p.guid = n.guid + uint64(i)
 		}
@@ -337,9 +348,9 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 
 // linkUp brings p's link up: both ends LinkUp and INIT, width and speed
 // the best both enable.
-func (f *Fabric) linkUp(p *Port) {
+func (f *Fabric) linkUp(p *nodePort) {
 	r := p.remote
-	for _, q := range []*Port{p, r} {
+	for _, q := range []*nodePort{p, r} {
 		q.pi.PortPhysicalState = mad.PhysStateLinkUp
 		q.pi.PortState = mad.PortStateInit
 	}
@@ -356,7 +367,7 @@ func (f *Fabric) linkUp(p *Port) {
 	// Extended speeds (FDR 1, EDR 2, HDR 4, NDR 8) show only on a link
 	// both ends enable one of, as in ibsim.
 	e := bestBit(p.extEnabled&r.extEnabled, []uint8{8, 4, 2, 1})
-	for _, q := range []*Port{p, r} {
+	for _, q := range []*nodePort{p, r} {
 		q.pi.LinkSpeedExtActive = e
 		q.pi.LinkSpeedExtEnabled, q.pi.LinkSpeedExtSupported = 0, 0
 		if e != 0 {
@@ -449,7 +460,8 @@ func (f *Fabric) Query(n *Node, attr mad.AttributeID, mod uint32) ([]byte, error
 }
 
 // SetIsSM sets or clears the IsSM capability bit of port's PortInfo (a CA
-// port, or port 0 of a switch).
+// port, or port 0 of a switch). A change sends trap 144 to the port's SM,
+// once the port has a LID and an SM LID.
 func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 	if err := f.checkNode(n); err != nil {
 		return err
@@ -515,7 +527,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	if up {
 		f.linkUp(p)
 	} else {
-		for _, q := range []*Port{p, p.remote} {
+		for _, q := range []*nodePort{p, p.remote} {
 			q.pi.PortPhysicalState = mad.PhysStatePolling
 			q.pi.PortState = mad.PortStateDown
 			q.cnt.linkDowned++
@@ -531,7 +543,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 
 // clientPort returns the port a client may attach to: a CA's port, or a
 // switch's port 0.
-func clientPort(n *Node, port int) (*Port, error) {
+func clientPort(n *Node, port int) (*nodePort, error) {
 	p := n.port(port)
 	if p == nil || (n.isSwitch() && port != 0) {
 		return nil, fmt.Errorf("%w: %s port %d (clients attach to a CA port or a switch's port 0)", ErrNoPort, n.name, port)
@@ -554,7 +566,7 @@ type Datagram struct {
 // Client is a management client attached at a port: an SM, a diag.
 type Client struct {
 	f       *Fabric
-	port    *Port
+	port    *nodePort
 	deliver func(*Datagram)
 	closed  atomic.Bool
 }
@@ -563,8 +575,9 @@ type Client struct {
 // of a switch). The fabric calls deliver, from its own goroutine, with
 // every MAD that arrives for that port's QP0 or QP1 and that the node's
 // agents (SMA, PMA) do not consume: responses to the client's requests (to
-// the client that sent the request, when several share the port), traps
-// and other requests (to every client of the port), and StatusTimeout
+// the client that sent the request, when several share the port), traps,
+// SMInfo if the port is an SM's (SetIsSM), and other requests (to every
+// client of the port), and StatusTimeout
 // reports of its requests that were dropped. deliver must not block long,
 // and must not call Fabric.Close (which waits for the goroutine calling
 // it); it may call Send, Query and Client.Close.
@@ -649,7 +662,7 @@ func (c *Client) Close() error {
 // at src, or a trap a node sends (from nil).
 type job struct {
 	d    *Datagram
-	src  *Port
+	src  *nodePort
 	from *Client
 }
 

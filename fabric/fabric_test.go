@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -202,6 +203,42 @@ func TestAfterSweep(t *testing.T) {
 		sm.lidReq(sw1, mad.ClassPerf, mad.MethodSet, mad.PerfAttrPortCounters, 0, data)
 		if pc := counters(sw1, 1); pc.PortRcvSwitchRelayErrors != 0 || pc.PortRcvPkts == 0 {
 			t.Errorf("after clearing: %+v", pc)
+		}
+	})
+
+	t.Run("LMC", func(t *testing.T) {
+		// Hca4 (on Switch2 port 2) takes LIDs 0x40-0x43: base 0x40, LMC 2.
+		hca4 := f.NodeByName("Hca4")
+		cp := sn.caPorts[hca4.PortGUID(1)]
+		pi, _ := mad.ParsePortInfo(sm.drOK(cp.path, mad.MethodGet, mad.SMAttrPortInfo, 1, nil))
+		pi.LID, pi.LMC, pi.PortState = 0x40, 2, mad.PortStateNoChange
+		b := make([]byte, 64)
+		pi.Encode(b)
+		sm.drOK(cp.path, mad.MethodSet, mad.SMAttrPortInfo, 1, b)
+		for _, sw := range []struct {
+			name string
+			port byte
+		}{{"Switch1", 3}, {"Switch2", 2}} {
+			n := sn.nodes[f.NodeByName(sw.name).GUID()]
+			si, _ := mad.ParseSwitchInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrSwitchInfo, 0, nil))
+			si.LinearFDBTop = 0x43
+			si.Encode(b)
+			sm.drOK(n.path, mad.MethodSet, mad.SMAttrSwitchInfo, 0, b)
+			blk := sm.drOK(n.path, mad.MethodGet, mad.SMAttrLinearFT, 1, nil)
+			for i := range 4 {
+				blk[i] = sw.port
+			}
+			sm.drOK(n.path, mad.MethodSet, mad.SMAttrLinearFT, 1, blk)
+		}
+		for lid := uint16(0x40); lid <= 0x44; lid++ {
+			r := sm.lidReq(lid, mad.ClassSubnLID, mad.MethodGet, mad.SMAttrNodeInfo, 0, nil)
+			ni, _ := mad.ParseNodeInfo(mad.SMP(r.MAD).Data())
+			switch {
+			case lid < 0x44 && (r.Status != 0 || ni.PortGUID != hca4.PortGUID(1) || r.SLID != lid):
+				t.Errorf("LID %#x: status %d, port %#x, SLID %#x", lid, r.Status, ni.PortGUID, r.SLID)
+			case lid == 0x44 && r.Status != StatusTimeout:
+				t.Errorf("LID %#x past the LMC range and the LFT top answered", lid)
+			}
 		}
 	})
 
@@ -446,6 +483,13 @@ func TestSMInfoToClient(t *testing.T) {
 	}
 	defer other.Close()
 	p := path(1, 3, 1) // Hca1 -> Switch1 port 3 -> Switch2 port 1 -> Hca2
+	// A client that is not an SM does not get SMInfo: the SMA refuses it.
+	if st := drStatus(t, sm.dr(p, mad.MethodGet, mad.SMAttrSMInfo, 0, nil)); st != mad.StatusMethodAttrInvalid {
+		t.Fatalf("SMInfo to a port without IsSM: status %#x", st)
+	}
+	if err := f.SetIsSM(f.NodeByName("Hca2"), 1, true); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := mad.ParseSMInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrSMInfo, 0, nil))
 	if got.GUID != 0xABCD || got.SMState != mad.SMStateStandby {
 		t.Errorf("SMInfo %+v", got)
@@ -720,4 +764,76 @@ func TestConcurrentFlaps(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	side.Wait()
+}
+
+// TestSMPsBeforeActive: with LIDs and LFTs set but every port still INIT,
+// LID-routed SMPs (VL15) reach every LID while GMPs (the PMA's) are
+// dropped at the first link; ARMED is not enough for them either, ACTIVE
+// is.
+func TestSMPsBeforeActive(t *testing.T) {
+	f := openFabric(t, readFile(t, "testdata/net.2sw2path4hca"))
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.route()
+	far := sn.caPorts[f.NodeByName("Hca2").PortGUID(1)].lid
+	if r := sm.lidReq(far, mad.ClassSubnLID, mad.MethodGet, mad.SMAttrNodeInfo, 0, nil); r.Status != 0 {
+		t.Fatal("LID-routed SMP through INIT ports dropped")
+	}
+	pma := func() int {
+		data := make([]byte, 64)
+		data[1] = 1
+		return sm.lidReq(far, mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCounters, 0, data).Status
+	}
+	if st := pma(); st != StatusTimeout {
+		t.Fatalf("GMP through INIT ports: status %d", st)
+	}
+	sm.noActivate = false
+	sm.activate(sn, mad.PortStateArmed)
+	if st := pma(); st != StatusTimeout {
+		t.Fatalf("GMP through ARMED ports: status %d", st)
+	}
+	sm.activate(sn, mad.PortStateActive)
+	if st := pma(); st != 0 {
+		t.Fatalf("GMP through ACTIVE ports: status %d", st)
+	}
+}
+
+// TestMKeyLease: at a violation the lease period starts; when it passes
+// with no SMP carrying the key, the protect bits drop to 0 and Gets pass
+// again (the key itself stays).
+func TestMKeyLease(t *testing.T) {
+	topo, err := ParseTopology(strings.NewReader(readFile(t, "testdata/net")), "net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	f, err := New(topo, &Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	sm := newSM(t, f, "Hca1", 1)
+	p := path(1, 2)
+	pi, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil))
+	pi.MKey, pi.MKeyProtectBits, pi.MKeyLeasePeriod = 0x55, 2, 10
+	b := make([]byte, 64)
+	pi.Encode(b)
+	sm.drOK(p, mad.MethodSet, mad.SMAttrPortInfo, 0, b)
+	if sm.dr(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil) != nil {
+		t.Fatal("Get without the key answered at protect bits 2")
+	}
+	advance(9 * time.Second)
+	if sm.dr(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil) != nil {
+		t.Fatal("answered before the lease ran out")
+	}
+	advance(2 * time.Second)
+	r := sm.dr(p, mad.MethodGet, mad.SMAttrPortInfo, 0, nil)
+	if r == nil {
+		t.Fatal("still protected after the lease ran out")
+	}
+	got, _ := mad.ParsePortInfo(r.Data())
+	if got.MKeyProtectBits != 0 || got.MKey != 0x55 {
+		t.Errorf("after the lease: protect bits %d, M_Key %#x", got.MKeyProtectBits, got.MKey)
+	}
 }

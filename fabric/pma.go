@@ -10,25 +10,21 @@ import (
 // ClassPortInfo, PortCounters and PortCountersExtended from the counters
 // the fabric moves as MADs cross ports. It runs under f.mu.
 
-// PMA capability mask bits of ClassPortInfo.
-const (
-	pmaAllPortSelect   = 1 << 8
-	pmaExtWidth        = 1 << 9
-	pmaXmitWaitSupport = 1 << 12
-)
-
 // pma answers a PMA Get or Set of attr at the node of port at; data is the
 // MAD from PerfDataOffset on, and gets the answer.
-func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []byte) uint16 {
+func (f *Fabric) pma(at *nodePort, method mad.Method, attr mad.AttributeID, data []byte) uint16 {
 	n := at.node
 	switch attr {
 	case mad.AttrClassPortInfo:
 		if method != mad.MethodGet {
 			return mad.StatusMethodAttrInvalid
 		}
-		cpi := mad.ClassPortInfo{BaseVersion: 1, ClassVersion: 1, CapabilityMask: pmaExtWidth | pmaXmitWaitSupport, RespTimeValue: 0x12}
+		cpi := mad.ClassPortInfo{BaseVersion: 1, ClassVersion: 1, RespTimeValue: 0x12,
+			// PortXmitWait stays 0: the management plane never waits for
+			// credits (ibsim claims the same bits).
+			CapabilityMask: mad.PerfCapExtendedWidth | mad.PerfCapXmitWait}
 		if n.isSwitch() {
-			cpi.CapabilityMask |= pmaAllPortSelect
+			cpi.CapabilityMask |= mad.PerfCapAllPortSelect
 		}
 		clear(data)
 		cpi.Encode(data)
@@ -38,20 +34,20 @@ func (f *Fabric) pma(at *Port, method mad.Method, attr mad.AttributeID, data []b
 		return mad.StatusMethodAttrInvalid
 	}
 	sel := int(data[1])
-	var ports []*Port
+	var ports []*nodePort
 	switch {
 	case sel == 0xFF && n.isSwitch():
 		ports = append(ports, n.ports[1:]...)
 	case sel == 0xFF:
 		return mad.StatusInvalidAttrOrModify
 	case sel == 0 && !n.isSwitch():
-		ports = []*Port{at}
+		ports = []*nodePort{at}
 	default:
 		p := n.port(sel)
 		if p == nil {
 			return mad.StatusInvalidAttrOrModify
 		}
-		ports = []*Port{p}
+		ports = []*nodePort{p}
 	}
 	if attr == mad.PerfAttrPortCounters {
 		x, err := mad.ParsePortCounters(data)

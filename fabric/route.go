@@ -78,7 +78,7 @@ func (f *Fabric) carry(j job, out *[]delivery, pending *[]job) {
 
 // toClients hands d to the clients of port p: a response to the client
 // that sent the request if known, anything else to every client.
-func (f *Fabric) toClients(p *Port, d *Datagram, resp bool, out *[]delivery, drop func(string)) {
+func (f *Fabric) toClients(p *nodePort, d *Datagram, resp bool, out *[]delivery, drop func(string)) {
 	if resp {
 		k := tidKey{p, mad.MAD(d.MAD).TransactionID()}
 		if c, ok := f.tidOwner[k]; ok {
@@ -104,7 +104,7 @@ func (f *Fabric) toClients(p *Port, d *Datagram, resp bool, out *[]delivery, dro
 
 // request handles a request that reached port dest (arrived on in): the
 // SMA or PMA answers it, or the port's clients get it.
-func (f *Fabric) request(j job, in, dest *Port, out *[]delivery, pending *[]job, drop func(string)) {
+func (f *Fabric) request(j job, in, dest *nodePort, out *[]delivery, pending *[]job, drop func(string)) {
 	d := j.d
 	m := mad.MAD(d.MAD)
 	class, method, attr := m.MgmtClass(), m.Method(), m.AttributeID()
@@ -115,8 +115,13 @@ func (f *Fabric) request(j job, in, dest *Port, out *[]delivery, pending *[]job,
 			// The SM asks the node to stop repeating a trap: the agents
 			// send each trap once, so there is nothing to stop.
 			return
-		case method == mad.MethodTrap || method == mad.MethodReport || attr == mad.SMAttrSMInfo:
-			if len(dest.clients) > 0 || method != mad.MethodGet && method != mad.MethodSet {
+		case method == mad.MethodTrap || method == mad.MethodReport:
+			f.toClients(dest, d, false, out, drop)
+			return
+		case attr == mad.SMAttrSMInfo && (method == mad.MethodGet || method == mad.MethodSet):
+			// Only an SM answers SMInfo: the port's clients get it when
+			// the port says IsSM (SetIsSM), else the SMA refuses it.
+			if len(dest.clients) > 0 && dest.pi.CapabilityMask&mad.PortCapIsSM != 0 {
 				f.toClients(dest, d, false, out, drop)
 				return
 			}
@@ -151,7 +156,7 @@ func (f *Fabric) request(j job, in, dest *Port, out *[]delivery, pending *[]job,
 
 // answer turns the request of j into its response (GetResp, status, data
 // at the class's data offset) and queues it from the answering port.
-func (f *Fabric) answer(j job, in, dest *Port, status uint16, data []byte, pending *[]job) {
+func (f *Fabric) answer(j job, in, dest *nodePort, status uint16, data []byte, pending *[]job) {
 	d := j.d
 	r := &Datagram{
 		SLID: d.DLID, DLID: d.SLID, SQP: d.DQP, DQP: d.SQP, SL: d.SL, PKey: d.PKey, QKey: d.QKey,
@@ -188,7 +193,7 @@ func (f *Fabric) answer(j job, in, dest *Port, status uint16, data []byte, pendi
 
 // transmit sends one packet out of port eg over its link, counting it on
 // both ends; a non-VL15 packet needs both ends ACTIVE.
-func (f *Fabric) transmit(eg *Port, vl15 bool) bool {
+func (f *Fabric) transmit(eg *nodePort, vl15 bool) bool {
 	r := eg.remote
 	if r == nil || !eg.physUp() || !r.physUp() {
 		eg.cnt.xmitDiscards++
@@ -209,7 +214,7 @@ func (f *Fabric) transmit(eg *Port, vl15 bool) bool {
 // switch port it is in) to the port owning dlid, by the switches' LFTs. It
 // returns that port (a switch's port 0 for the switch's LIDs) and the port
 // the packet arrived on, or nil and why not.
-func (f *Fabric) lidRoute(from *Port, dlid uint16, vl15 bool) (dest, in *Port, why string) {
+func (f *Fabric) lidRoute(from *nodePort, dlid uint16, vl15 bool) (dest, in *nodePort, why string) {
 	switch {
 	case dlid == 0:
 		return nil, nil, "DLID 0"
@@ -224,7 +229,7 @@ func (f *Fabric) lidRoute(from *Port, dlid uint16, vl15 bool) (dest, in *Port, w
 	cur := from
 	for hop := 0; hop < maxHops; hop++ {
 		n := cur.node
-		var eg *Port
+		var eg *nodePort
 		if n.isSwitch() {
 			if n.ports[0].lidRange(dlid) {
 				return n.ports[0], cur, ""
@@ -270,7 +275,7 @@ func (f *Fabric) lidRoute(from *Port, dlid uint16, vl15 bool) (dest, in *Port, w
 // the initial path, recording the return path, then LID-routed to DrDLID
 // if that is not permissive. It returns the port the request arrived on at
 // its destination, or nil and why not.
-func (f *Fabric) drOut(src *Port, d *Datagram, s mad.SMP) (*Port, string) {
+func (f *Fabric) drOut(src *nodePort, d *Datagram, s mad.SMP) (*nodePort, string) {
 	hc, hp := int(s.HopCount()), int(s.HopPointer())
 	if hc > mad.SMPMaxHopCount {
 		return nil, "hop count over 63"
@@ -300,7 +305,7 @@ func (f *Fabric) drOut(src *Port, d *Datagram, s mad.SMP) (*Port, string) {
 			hp++
 			s.SetHopPointer(uint8(hp))
 			out := int(path[hp])
-			var eg *Port
+			var eg *nodePort
 			if n.isSwitch() {
 				if out < 1 || out >= len(n.ports) {
 					return nil, "initial path names a port the switch does not have"
@@ -341,7 +346,7 @@ func (f *Fabric) drOut(src *Port, d *Datagram, s mad.SMP) (*Port, string) {
 // directed route if DrDLID is not permissive, then hop by hop along the
 // return path, then LID-routed to DrSLID if that is not permissive. It
 // returns the port whose clients get the response.
-func (f *Fabric) drBack(src *Port, d *Datagram, s mad.SMP) (*Port, string) {
+func (f *Fabric) drBack(src *nodePort, d *Datagram, s mad.SMP) (*nodePort, string) {
 	hc, hp := int(s.HopCount()), int(s.HopPointer())
 	if hc > mad.SMPMaxHopCount {
 		return nil, "hop count over 63"
@@ -368,7 +373,7 @@ func (f *Fabric) drBack(src *Port, d *Datagram, s mad.SMP) (*Port, string) {
 			hp--
 			s.SetHopPointer(uint8(hp))
 			out := int(ret[hp])
-			var eg *Port
+			var eg *nodePort
 			if n.isSwitch() {
 				if out < 1 || out >= len(n.ports) {
 					return nil, "return path names a port the switch does not have"
@@ -404,6 +409,6 @@ func (f *Fabric) drBack(src *Port, d *Datagram, s mad.SMP) (*Port, string) {
 }
 
 // logTrap logs a trap a node sends.
-func (f *Fabric) logTrap(p *Port, num uint16) {
+func (f *Fabric) logTrap(p *nodePort, num uint16) {
 	f.log.Debug("fabric: trap", slog.String("node", p.node.name), slog.Int("port", p.num), slog.Int("trap", int(num)))
 }

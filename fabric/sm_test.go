@@ -23,6 +23,8 @@ type testSM struct {
 	lid uint16 // the SM port's LID once assigned
 	// traps are the traps that arrived while the SM awaited answers.
 	traps []*Datagram
+	// noActivate stops sweep before the port states (route).
+	noActivate bool
 }
 
 func newSM(t testing.TB, f *Fabric, node string, port int) *testSM {
@@ -349,8 +351,36 @@ func (sm *testSM) sweep() *smSubnet {
 			}
 		}
 	}
-	// Port states: every linked port to ARMED, then to ACTIVE.
-	for _, state := range []uint8{mad.PortStateArmed, mad.PortStateActive} {
+	sm.activate(sn)
+	return sn
+}
+
+// route is sweep without the last step: LIDs and LFTs set, every port
+// still INIT.
+func (sm *testSM) route() *smSubnet {
+	sm.t.Helper()
+	sm.noActivate = true
+	defer func() { sm.noActivate = false }()
+	return sm.sweep()
+}
+
+// activate moves every linked port to ARMED, then to ACTIVE (or through
+// the states given).
+func (sm *testSM) activate(sn *smSubnet, states ...uint8) {
+	sm.t.Helper()
+	if sm.noActivate {
+		return
+	}
+	var switches []uint64
+	for _, g := range sn.order {
+		if sn.nodes[g].info.NodeType == mad.NodeTypeSwitch {
+			switches = append(switches, g)
+		}
+	}
+	if len(states) == 0 {
+		states = []uint8{mad.PortStateArmed, mad.PortStateActive}
+	}
+	for _, state := range states {
 		set := func(p []byte, mod uint32) {
 			pi, _ := mad.ParsePortInfo(sm.drOK(p, mad.MethodGet, mad.SMAttrPortInfo, mod, nil))
 			pi.PortState = state
@@ -375,7 +405,6 @@ func (sm *testSM) sweep() *smSubnet {
 			set(cp.path, uint32(cp.num))
 		}
 	}
-	return sn
 }
 
 func openFabric(t testing.TB, text string) *Fabric {
@@ -525,4 +554,19 @@ func BenchmarkSweepFatTree(b *testing.B) {
 		sm.c.Close()
 		f.Close()
 	}
+}
+
+// TestSweepBigFatTree sweeps a larger fat tree when SOFTRDMA_FABRIC_BIG is
+// set (12 spines, 24 leaves of 24 CAs: 612 nodes), for the figures in
+// DESIGN.md.
+func TestSweepBigFatTree(t *testing.T) {
+	if os.Getenv("SOFTRDMA_FABRIC_BIG") == "" {
+		t.Skip("set SOFTRDMA_FABRIC_BIG=1 to sweep a 612-node fat tree")
+	}
+	f := openFabric(t, fatTree(12, 24, 24))
+	start := time.Now()
+	sm := newSM(t, f, "Hca1", 1)
+	sn := sm.sweep()
+	t.Logf("fat tree (36 switches, 576 CAs): sweep took %v, %d MADs delivered", time.Since(start), f.Stats().Delivered)
+	checkSubnet(t, f, sm, sn, 36+576, 576)
 }

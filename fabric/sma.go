@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"time"
+
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -11,9 +13,20 @@ import (
 // mkeyOK applies the M_Key check (14.2.4.1) of port p to an SMP: a port
 // whose M_Key is 0, or an SMP carrying it, passes; otherwise a Get passes
 // only with protect bits 0 or 1 and a Set never. A failing SMP is counted
-// in MKeyViolations and dropped.
-func (f *Fabric) mkeyOK(p *Port, s mad.SMP, method mad.Method) bool {
+// in MKeyViolations and dropped, and starts the lease period (14.2.4.2)
+// if it is not running: when MKeyLeasePeriod seconds pass with no SMP
+// carrying the key, the protect bits drop to 0.
+func (f *Fabric) mkeyOK(p *nodePort, s mad.SMP, method mad.Method) bool {
+	now := f.now()
+	if !p.leaseStart.IsZero() && p.pi.MKeyLeasePeriod != 0 &&
+		now.Sub(p.leaseStart) >= time.Duration(p.pi.MKeyLeasePeriod)*time.Second {
+		p.pi.MKeyProtectBits = 0
+		p.leaseStart = time.Time{}
+	}
 	if p.pi.MKey == 0 || s.MKey() == p.pi.MKey {
+		if p.pi.MKey != 0 {
+			p.leaseStart = time.Time{} // the SM holding the key is alive
+		}
 		return true
 	}
 	if method == mad.MethodGet && p.pi.MKeyProtectBits <= 1 {
@@ -22,12 +35,15 @@ func (f *Fabric) mkeyOK(p *Port, s mad.SMP, method mad.Method) bool {
 	if p.pi.MKeyViolations < 0xFFFF {
 		p.pi.MKeyViolations++
 	}
+	if p.leaseStart.IsZero() && p.pi.MKeyLeasePeriod != 0 {
+		p.leaseStart = now
+	}
 	return false
 }
 
 // hideMKey zeroes the M_Key of a PortInfo answer to an SMP that did not
 // carry it when protect bits are 1 or more (14.2.4.1).
-func (f *Fabric) hideMKey(p *Port, s mad.SMP, attr mad.AttributeID, data []byte) {
+func (f *Fabric) hideMKey(p *nodePort, s mad.SMP, attr mad.AttributeID, data []byte) {
 	if attr != mad.SMAttrPortInfo || p.pi.MKey == 0 || s.MKey() == p.pi.MKey || p.pi.MKeyProtectBits == 0 {
 		return
 	}
@@ -37,7 +53,7 @@ func (f *Fabric) hideMKey(p *Port, s mad.SMP, attr mad.AttributeID, data []byte)
 // smaAttr answers a Get or Set of attr with modifier mod that arrived on
 // port in: on Set it applies data, and in both cases writes the
 // attribute's current value into data. It returns the MAD status.
-func (f *Fabric) smaAttr(in *Port, method mad.Method, attr mad.AttributeID, mod uint32, data []byte, pending *[]job) uint16 {
+func (f *Fabric) smaAttr(in *nodePort, method mad.Method, attr mad.AttributeID, mod uint32, data []byte, pending *[]job) uint16 {
 	n := in.node
 	set := method == mad.MethodSet
 	switch attr {
@@ -234,7 +250,7 @@ func (f *Fabric) smaAttr(in *Port, method mad.Method, attr mad.AttributeID, mod 
 // allows them: ARMED from INIT, ACTIVE from ARMED, each with the neighbour
 // no more than one state away; DOWN retrains the link to INIT). A Set
 // with an invalid field changes nothing and answers status 0x1C.
-func (f *Fabric) portInfo(in *Port, set bool, mod uint32, data []byte, pending *[]job) uint16 {
+func (f *Fabric) portInfo(in *nodePort, set bool, mod uint32, data []byte, pending *[]job) uint16 {
 	n := in.node
 	// Bit 31 of the modifier asks for the port's own timing data on some
 	// attributes; PortInfo's port is the rest.
@@ -266,7 +282,7 @@ func (f *Fabric) portInfo(in *Port, set bool, mod uint32, data []byte, pending *
 	return st
 }
 
-func (f *Fabric) setPortInfo(p *Port, x *mad.PortInfo, pending *[]job) uint16 {
+func (f *Fabric) setPortInfo(p *nodePort, x *mad.PortInfo, pending *[]job) uint16 {
 	n := p.node
 	bad := uint16(mad.StatusInvalidAttrOrModify)
 	ext := n.isSwitch() && p.num != 0 // an external switch port
@@ -390,7 +406,7 @@ func (f *Fabric) setPortInfo(p *Port, x *mad.PortInfo, pending *[]job) uint16 {
 
 // capabilityChanged sends trap 144 (14.2.5.1: a port's CapabilityMask
 // changed) from port p to its SM, if the port has a LID and an SM LID.
-func (f *Fabric) capabilityChanged(p *Port, pending *[]job) {
+func (f *Fabric) capabilityChanged(p *nodePort, pending *[]job) {
 	nt := mad.Notice{
 		IsGeneric: true, Type: mad.NoticeTypeInformational, ProducerType: uint32(p.node.typ),
 		TrapNumber: mad.TrapCapabilityMaskChanged, IssuerLID: p.pi.LID,
@@ -401,7 +417,7 @@ func (f *Fabric) capabilityChanged(p *Port, pending *[]job) {
 
 // trap sends notice nt from port p (a CA port or a switch's port 0)
 // LID-routed to the port's SM, if it has a LID and an SM LID.
-func (f *Fabric) trap(p *Port, nt *mad.Notice, pending *[]job) {
+func (f *Fabric) trap(p *nodePort, nt *mad.Notice, pending *[]job) {
 	if p.pi.LID == 0 || p.pi.MasterSMLID == 0 {
 		return
 	}
@@ -419,7 +435,7 @@ func (f *Fabric) trap(p *Port, nt *mad.Notice, pending *[]job) {
 // portChanged records that switch port p went down or came up: the switch
 // sets PortStateChange and sends trap 128 to its SM, if it has a LID and
 // an SM LID.
-func (f *Fabric) portChanged(p *Port, pending *[]job) {
+func (f *Fabric) portChanged(p *nodePort, pending *[]job) {
 	n := p.node
 	if n.sw == nil {
 		return

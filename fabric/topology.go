@@ -504,9 +504,15 @@ func (p *topoParser) port(n *TopoNode, line string) error {
 		if i < 0 {
 			break
 		}
-		if i > 0 {
+		// The option's letter is the nearest letter before '=', as in
+		// ibsim ("w=4", "w = 4").
+		k := i - 1
+		for k >= 0 && !isLetter(s[k]) {
+			k--
+		}
+		if k >= 0 {
 			v, ok := cNumber(s[i+1:], 8)
-			switch s[i-1] {
+			switch s[k] {
 			case 'w':
 				if !ok || v < 1 || v > 31 {
 					return p.errorf("bad width option in %q", line)
@@ -596,3 +602,5 @@ func (p *topoParser) connect() error {
 	}
 	return nil
 }
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }

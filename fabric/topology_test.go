@@ -159,7 +159,7 @@ func TestParseGUIDBasesAndOptions(t *testing.T) {
 	topo, err := parseString(`caguid=0x1000
 switchguid=0x5000
 Hca 2 "A"
-[1] "S" w=1 s=2
+[1] "S" w = 1	s=2
 [2] "S"[2] e=1
 
 caguid+0x100

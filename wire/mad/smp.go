@@ -52,7 +52,7 @@ func ParseSMP(b []byte) (SMP, error) {
 func (s SMP) MAD() MAD { return MAD(s) }
 
 // Directed reports whether the SMP is of the directed-route class (0x81).
-func (s SMP) Directed() bool { return s[1] == 0x81 }
+func (s SMP) Directed() bool { return Class(s[1]) == ClassSubnDirected }
 
 // Direction returns the D bit of a directed-route SMP: false on the way
 // out (a request), true on the way back (a response).
@@ -148,7 +148,7 @@ func NewDirectedSMP(b []byte, method Method, attr AttributeID, mod uint32, tid u
 	}
 	s := SMP(b[:Size])
 	clear(s)
-	s[0], s[1], s[2], s[3] = BaseVersion, 0x81, 1, byte(method)
+	s[0], s[1], s[2], s[3] = BaseVersion, byte(ClassSubnDirected), 1, byte(method)
 	s.MAD().SetTransactionID(tid)
 	s.MAD().SetAttributeID(attr)
 	s.MAD().SetAttributeModifier(mod)
@@ -167,7 +167,7 @@ func NewLIDRoutedSMP(b []byte, method Method, attr AttributeID, mod uint32, tid 
 	}
 	s := SMP(b[:Size])
 	clear(s)
-	s[0], s[1], s[2], s[3] = BaseVersion, 0x01, 1, byte(method)
+	s[0], s[1], s[2], s[3] = BaseVersion, byte(ClassSubnLID), 1, byte(method)
 	s.MAD().SetTransactionID(tid)
 	s.MAD().SetAttributeID(attr)
 	s.MAD().SetAttributeModifier(mod)

@@ -3,6 +3,7 @@ package mad
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -139,4 +140,20 @@ func FuzzParseSMP(f *testing.F) {
 			t.Fatal("bad part sizes")
 		}
 	})
+}
+
+// A subnet manager asks the node two hops out (out of its CA's port 1,
+// then out of the switch's port 3) for its NodeInfo; the fabric fills in
+// the return path on the way and sends the answer back along it.
+func ExampleNewDirectedSMP() {
+	b := make([]byte, Size)
+	s, err := NewDirectedSMP(b, MethodGet, SMAttrNodeInfo, 0, 0x1234, []byte{0, 1, 3})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("class", s.MAD().MgmtClass() == ClassSubnDirected, "hops", s.HopCount(), "pointer", s.HopPointer())
+	fmt.Printf("DrSLID %#x DrDLID %#x path % x\n", s.DrSLID(), s.DrDLID(), s.InitialPath()[:3])
+	// Output:
+	// class true hops 2 pointer 0
+	// DrSLID 0xffff DrDLID 0xffff path 00 01 03
 }
