@@ -1,11 +1,22 @@
-// Package link moves RoCEv2 packets between devices. A Link sends batches of
-// packets (BTH through ICRC) to UDP endpoints and hands batches of received
-// packets to a Handler. Links own the IP/UDP framing, so they seal the ICRC of
-// outgoing packets and check it on incoming ones, by a policy each link
+// Package link moves transport packets (BTH through ICRC) between devices.
+// A Link sends batches of packets to addresses and hands batches of received
+// packets to a Handler. Links own the network framing, so they seal the ICRC
+// of outgoing packets and check it on incoming ones, by a policy each link
 // documents.
 //
-// Implementations: link/udp (RoCEv2 over kernel UDP sockets, IPv4 and IPv6)
-// and link/loop (an in-process wire with seeded faults, for tests).
+// Two link layers share this interface. On RoCEv2 a packet's address is a
+// UDP endpoint (Packet.Src and Dst) and its IP traffic class (TClass). On
+// InfiniBand a packet's address is a LID route (Packet.IB: DLID, SL, source
+// path bits) and, when it is routed globally, a GRH whose GIDs are Src's and
+// Dst's addresses (16-byte, port 0) and whose traffic class is TClass. A link
+// that is an InfiniBand port says so by implementing InfiniBand, which gives
+// its port attributes (LID, LMC, SM, state, MTU, P_Keys, GID prefix and port
+// GUID) and tells of their changes; a device above it then shows an IB port.
+// RoCE links ignore Packet.IB on send and leave it zero on receive.
+//
+// Implementations: link/udp (RoCEv2 over kernel UDP sockets, IPv4 and IPv6),
+// link/loop (an in-process wire with seeded faults, for tests) and link/ib
+// (an InfiniBand port over an ib.Port: a cable or a fabric's switch port).
 package link
 
 import (
@@ -25,7 +36,8 @@ const BufSize = 4096 + 128
 // DefaultPort is the RoCEv2 UDP destination port.
 const DefaultPort = 4791
 
-// Packet is one RoCEv2 packet and its UDP endpoints.
+// Packet is one transport packet and its addressing: UDP endpoints on
+// RoCEv2, LIDs (and GIDs, if global) on InfiniBand.
 type Packet struct {
 	// Buf has capacity BufSize; Buf[:N] is the packet, BTH through ICRC.
 	Buf []byte
@@ -37,8 +49,77 @@ type Packet struct {
 	// TClass is the IP traffic class the packet leaves with: the IPv4 TOS
 	// byte or the IPv6 Traffic Class (DSCP and ECN), which RoCEv2 takes
 	// from the GRH's traffic class. Links that cannot see it on receive
-	// leave it zero there.
+	// leave it zero there. On InfiniBand it is the GRH's traffic class.
 	TClass uint8
+	// IB is the packet's InfiniBand addressing, for links that are IB
+	// ports (InfiniBand); other links ignore it and leave it zero.
+	IB IBAddr
+}
+
+// IBAddr is the InfiniBand addressing of a packet: what an IB link writes
+// into, or read from, the LRH and the GRH. When Global is set the GRH's
+// source and destination GIDs are Packet.Src's and Dst's addresses (as
+// 16-byte addresses; the ports are 0) and its traffic class Packet.TClass.
+type IBAddr struct {
+	// DLID is the destination LID (on receive, the LRH's).
+	DLID uint16
+	// SLID is the LRH's source LID on receive. On send the link fills it:
+	// the port's LID with PathBits in its low LMC bits.
+	SLID uint16
+	// PathBits are, on send, the source path bits (IBTA's
+	// src_path_bits); on receive, the DLID's bits below the port's LMC
+	// (a work completion's dlid_path_bits).
+	PathBits uint8
+	// SL is the service level; the link maps it to a virtual lane.
+	SL uint8
+	// VL is the virtual lane a packet arrived on (set on receive; on send
+	// the link chooses it from SL, or VL15 for QP0's packets).
+	VL uint8
+	// Global says the packet carries a GRH.
+	Global bool
+	// HopLimit and FlowLabel are the GRH's (with Global).
+	HopLimit  uint8
+	FlowLabel uint32
+}
+
+// InfiniBand is implemented by links that are InfiniBand ports: the device
+// above shows link layer InfiniBand, takes its LID, port state and P_Key
+// table from IBAttr and addresses packets by LID (Packet.IB). Such a link's
+// Addrs are its GIDs (GIDPrefix:PortGUID first) as 16-byte addresses, and
+// its Port is 0. It usually implements StateNotifier too, up meaning
+// state Active.
+type InfiniBand interface {
+	// IBAttr returns the port's attributes as the subnet manager set them.
+	IBAttr() IBAttr
+	// NotifyIBAttr registers f to be called after each change of IBAttr,
+	// replacing any earlier f (nil removes it). f is called without the
+	// link's locks held and must not block.
+	NotifyIBAttr(f func())
+}
+
+// IB port states (IBTA PortInfo PortState), as IBAttr.State holds them.
+const (
+	IBPortDown   = 1
+	IBPortInit   = 2
+	IBPortArmed  = 3
+	IBPortActive = 4
+)
+
+// DefaultGIDPrefix is the link-local subnet prefix (fe80::/64) a port
+// uses until the SM sets another.
+const DefaultGIDPrefix = 0xFE80_0000_0000_0000
+
+// IBAttr is an InfiniBand port's management state.
+type IBAttr struct {
+	LID, SMLID uint16
+	LMC, SMSL  uint8
+	State      uint8 // IBPortDown .. IBPortActive
+	PhysState  uint8
+	MTU        int // active MTU in bytes
+	OperVLs    int
+	GIDPrefix  uint64
+	PortGUID   uint64
+	PKeys      []uint16 // the P_Key table; index 0 first
 }
 
 // Data returns the packet bytes, Buf[:N].
@@ -53,15 +134,16 @@ func Get() *Packet {
 	p.N = 0
 	p.Src, p.Dst = netip.AddrPort{}, netip.AddrPort{}
 	p.TClass = 0
+	p.IB = IBAddr{}
 	return p
 }
 
 // Clone returns a packet from the shared pool holding a copy of p: its
-// bytes, endpoints and traffic class.
+// bytes, endpoints, traffic class and IB addressing.
 func Clone(p *Packet) *Packet {
 	q := Get()
 	q.N = copy(q.Buf, p.Data())
-	q.Src, q.Dst, q.TClass = p.Src, p.Dst, p.TClass
+	q.Src, q.Dst, q.TClass, q.IB = p.Src, p.Dst, p.TClass, p.IB
 	return q
 }
 
@@ -177,14 +259,27 @@ type Stats struct {
 	// operations) that sent packets and that received them: packets per
 	// call is what batching achieves.
 	TxCalls, RxCalls uint64
+	// InfiniBand links (link/ib) drop and count by reason what IBTA's
+	// link and transport checks reject: a bad VCRC, a link version other
+	// than 0, a DLID that is not the port's (by LMC) nor multicast, a
+	// P_Key not in the port's table, a packet on VL15 that is not for QP0
+	// or one for QP0 on another lane, and packets the port's state does not
+	// let it receive (not Active or Armed, except on VL15). A bad ICRC
+	// counts in RxBadICRC, other bad framing in RxMalformed. TxNotActive
+	// counts packets not sent because the port was not Active (VL15
+	// excepted).
+	RxBadVCRC, RxBadLinkVersion, RxBadDLID, RxBadPKey uint64
+	RxBadVL, RxPortState, TxNotActive                 uint64
 }
 
 // Counters is a set of atomic counters a link can embed and snapshot.
 type Counters struct {
-	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors atomic.Uint64
-	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped atomic.Uint64
-	TxSourcePortFallback, TxGSOBatches, RxICRCAnyID  atomic.Uint64
-	RxGROBatches, TxCalls, RxCalls                   atomic.Uint64
+	TxPackets, TxBytes, RxPackets, RxBytes, TxErrors  atomic.Uint64
+	RxBadICRC, RxMalformed, RxICRCUnchecked, Dropped  atomic.Uint64
+	TxSourcePortFallback, TxGSOBatches, RxICRCAnyID   atomic.Uint64
+	RxGROBatches, TxCalls, RxCalls                    atomic.Uint64
+	RxBadVCRC, RxBadLinkVersion, RxBadDLID, RxBadPKey atomic.Uint64
+	RxBadVL, RxPortState, TxNotActive                 atomic.Uint64
 }
 
 // Snapshot returns the current values.
@@ -198,6 +293,10 @@ func (c *Counters) Snapshot() Stats {
 		TxGSOBatches: c.TxGSOBatches.Load(), RxICRCAnyID: c.RxICRCAnyID.Load(),
 		RxGROBatches: c.RxGROBatches.Load(),
 		TxCalls:      c.TxCalls.Load(), RxCalls: c.RxCalls.Load(),
+		RxBadVCRC: c.RxBadVCRC.Load(), RxBadLinkVersion: c.RxBadLinkVersion.Load(),
+		RxBadDLID: c.RxBadDLID.Load(), RxBadPKey: c.RxBadPKey.Load(),
+		RxBadVL: c.RxBadVL.Load(), RxPortState: c.RxPortState.Load(),
+		TxNotActive: c.TxNotActive.Load(),
 	}
 }
 

@@ -22,6 +22,8 @@ var layers = map[string]int{
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/fault": 2, "link/pcap": 2, "link/linktest": 2,
+	// An InfiniBand port (LRH, VCRC, the HCA port's checks) over a cable or a fabric.
+	"link/ib": 2,
 	// The link level of an InfiniBand link (virtual lanes, credits).
 	"fabric/vl": 2,
 	// The verbs API and engine, the emulated InfiniBand fabric, connection
@@ -37,7 +39,7 @@ var layers = map[string]int{
 
 // stdlibOnly lists packages that import nothing outside the standard
 // library and the module.
-var stdlibOnly = []string{"wire", "wire/mad", "fabric", "internal/mem", "link", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
+var stdlibOnly = []string{"wire", "wire/mad", "fabric", "internal/mem", "link", "link/ib", "verbs", "cm", "rdmacm", "verbs/internal/requester"}
 
 // pure lists packages that are state machines only: no clock, no locks, no
 // I/O. They import nothing but these (DESIGN.md, "The requester core").
@@ -49,7 +51,7 @@ var pure = map[string][]string{
 // them: verbs knows links only through the link.Link interface (devices on
 // UDP are opened by roce).
 var forbidden = map[string][]string{
-	"verbs": {"link/udp", "link/loop", "link/pcap"},
+	"verbs": {"link/udp", "link/loop", "link/pcap", "link/ib"},
 }
 
 func layerOf(pkg string) (int, bool) {
