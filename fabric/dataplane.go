@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softrdma/softrdma/fabric/vl"
+	"github.com/softrdma/softrdma/link/ib"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -260,7 +261,7 @@ func (dp *dataPlane) watch() {
 	}
 }
 
-func attrEqual(a, b hcaPortAttr) bool {
+func attrEqual(a, b ib.PortAttr) bool {
 	return a.LID == b.LID && a.SMLID == b.SMLID && a.LMC == b.LMC && a.SMSL == b.SMSL &&
 		a.State == b.State && a.PhysState == b.PhysState && a.MTU == b.MTU && a.OperVLs == b.OperVLs &&
 		a.GIDPrefix == b.GIDPrefix && a.PortGUID == b.PortGUID && a.SL2VL == b.SL2VL &&
@@ -590,7 +591,7 @@ type hcaPort struct {
 	// Guarded by f.mu.
 	recv   func([][]byte)
 	notify func()
-	last   hcaPortAttr // what the last notification reported
+	last   ib.PortAttr // what the last notification reported
 
 	recvMu sync.Mutex // held while recv runs
 }
@@ -605,7 +606,7 @@ type hcaPort struct {
 // subnet, and what arrives for it is dropped until an HCA connects again.
 // It fails with ErrNoNode, ErrNoPort (not a CA port), ErrPortInUse or
 // ErrClosed.
-func (f *Fabric) ConnectHCA(n *Node, port int) (hcaPortIface, error) {
+func (f *Fabric) ConnectHCA(n *Node, port int) (ib.Port, error) {
 	if err := f.checkNode(n); err != nil {
 		return nil, err
 	}
@@ -634,9 +635,9 @@ func (f *Fabric) ConnectHCA(n *Node, port int) (hcaPortIface, error) {
 
 // attrLocked reads the port's attributes from the SMA's state. It runs
 // under f.mu.
-func (h *hcaPort) attrLocked() hcaPortAttr {
+func (h *hcaPort) attrLocked() ib.PortAttr {
 	p := h.p
-	var a hcaPortAttr
+	var a ib.PortAttr
 	a.LID, a.SMLID, a.LMC, a.SMSL = p.pi.LID, p.pi.MasterSMLID, p.pi.LMC, p.pi.MasterSMSL
 	a.State, a.PhysState = p.pi.PortState, p.pi.PortPhysicalState
 	a.MTU = mtuBytes(min(p.pi.NeighborMTU, p.pi.MTUCap))
@@ -650,7 +651,7 @@ func (h *hcaPort) attrLocked() hcaPortAttr {
 }
 
 // Attr returns the port's attributes as the node's SMA holds them.
-func (h *hcaPort) Attr() hcaPortAttr {
+func (h *hcaPort) Attr() ib.PortAttr {
 	h.f.mu.Lock()
 	defer h.f.mu.Unlock()
 	return h.attrLocked()
@@ -703,7 +704,7 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 	st := &h.dp.stats
 	for _, b := range pkts {
 		if h.closed.Load() {
-			return ErrClosed
+			return fmt.Errorf("%w (%w)", ErrClosed, ib.ErrClosed)
 		}
 		cp := slices.Clone(b)
 		f := h.f
@@ -739,7 +740,7 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 			continue
 		}
 		if err := tx.Send(h.ctx, v, cp); err != nil {
-			return fmt.Errorf("%w: %w", ErrClosed, err)
+			return fmt.Errorf("%w (%w): %w", ErrClosed, ib.ErrClosed, err)
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/fabric/vl"
+	"github.com/softrdma/softrdma/link/ib"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -28,7 +29,7 @@ type dataNet struct {
 type testHCA struct {
 	name string
 	node *Node
-	port hcaPortIface
+	port ib.Port
 	lid  uint16
 	ch   chan []byte   // copies of the packets received
 	gate chan struct{} // while open (not closed), recv blocks: a slow HCA
