@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/fabric/vl"
+	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/ib"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
@@ -846,4 +847,78 @@ func FuzzSwitchIngress(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestIBLinkOverFabric: link/ib's links on HCAs behind different switches
+// exchange transport packets by LID through the fabric: link/ib frames
+// them (LRH, VL from the SL2VL table the SM left, ICRC, VCRC), the
+// switches forward them, and link/ib's receive checks pass them up with
+// the addressing they were sent with.
+func TestIBLinkOverFabric(t *testing.T) {
+	f := openFabric(t, readFile(t, "testdata/net.2sw2path4hca"))
+	var links [2]*ib.Link
+	got := make(chan *link.Packet, 16)
+	for i, name := range []string{"Hca1", "Hca2"} {
+		p, err := f.ConnectHCA(f.NodeByName(name), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ib.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if err := l.Start(link.HandlerFunc(func(batch []*link.Packet) {
+			for _, p := range batch {
+				c := *p
+				c.Buf = bytes.Clone(p.Buf)
+				got <- &c
+			}
+		})); err != nil {
+			t.Fatal(err)
+		}
+		links[i] = l
+	}
+	sm := newSM(t, f, "Hca3", 1)
+	sn := sm.sweep()
+	lid1 := sn.caPorts[f.NodeByName("Hca1").PortGUID(1)].lid
+	lid2 := sn.caPorts[f.NodeByName("Hca2").PortGUID(1)].lid
+	waitFor(t, "both links up with their LIDs", func() bool {
+		return links[0].Up() && links[1].Up() && links[0].IBAttr().LID == lid1 && links[1].IBAttr().LID == lid2
+	})
+	for i, dir := range []struct {
+		from, to int
+		dlid     uint16
+		slid     uint16
+	}{{0, 1, lid2, lid1}, {1, 0, lid1, lid2}} {
+		p := link.Get()
+		h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PKey: 0xFFFF, DestQP: 0x12, PSN: wire.PSN(i)}}
+		payload := []byte(fmt.Sprintf("through two switches, way %d", i))
+		n, err := wire.Build(p.Buf, &h, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.N = n
+		p.IB = link.IBAddr{DLID: dir.dlid, SL: 1}
+		want := bytes.Clone(p.Data())
+		if err := links[dir.from].Send([]*link.Packet{p}); err != nil {
+			t.Fatal(err)
+		}
+		link.Put(p)
+		select {
+		case r := <-got:
+			if r.IB.SLID != dir.slid || r.IB.DLID != dir.dlid || r.IB.SL != 1 || r.IB.VL != 1 {
+				t.Errorf("way %d: addressing %+v", i, r.IB)
+			}
+			// The ICRC is the link's: compare the transport packet up to it.
+			if d := r.Data(); !bytes.Equal(d[:len(d)-wire.ICRCLen], want[:len(want)-wire.ICRCLen]) {
+				t.Errorf("way %d: transport packet changed", i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("way %d: nothing arrived; link stats %+v, fabric %+v", i, links[dir.to].Stats(), f.DataStats())
+		}
+	}
+	if st := f.DataStats(); st.Delivered != 2 || st.Forwarded != 4 {
+		t.Errorf("stats %+v", st)
+	}
 }
