@@ -344,11 +344,30 @@ func pkeyMatch(table []uint16, k uint16) bool {
 
 func words(pkt []byte) uint64 { return uint64(max(len(pkt)-wire.VCRCLen, 0) / 4) }
 
-// hop is one packet leaving a switch port.
+// hop is one packet leaving a switch port. route decides it under the
+// fabric's lock; the copy for a multicast port and the new VCRC are made
+// after (prepare), so that the lock is held for decisions only.
 type hop struct {
-	eg  *nodePort
-	vl  uint8
-	pkt []byte
+	eg     *nodePort
+	vl     uint8
+	pkt    []byte
+	clone  bool // a copy for this port (all multicast ports but the last)
+	reseal bool // the VL changed: set it and the VCRC
+}
+
+// prepare makes the copies and rewrites the VLs of the hops route chose.
+func prepare(out []hop) {
+	for i := range out {
+		if out[i].clone {
+			out[i].pkt = slices.Clone(out[i].pkt)
+		}
+	}
+	for _, h := range out {
+		if h.reseal {
+			wire.LRH(h.pkt).SetVL(h.vl)
+			wire.SealVCRC(h.pkt)
+		}
+	}
 }
 
 // switchIn drains lane v of l, the direction arriving at switch port in,
@@ -361,9 +380,11 @@ func (dp *dataPlane) switchIn(in *nodePort, l *vl.Link, v uint8) {
 		if err != nil {
 			return
 		}
+		good := frameOK(d.Data) && wire.LRH(d.Data).VL() == d.VL
 		dp.f.mu.Lock()
-		out = dp.route(in, d, out[:0])
+		out = dp.route(in, d, good, out[:0])
 		dp.f.mu.Unlock()
+		prepare(out)
 		for i, h := range out {
 			if err := h.eg.dp.tx.Send(dp.ctx, h.vl, h.pkt); err != nil {
 				return
@@ -374,13 +395,14 @@ func (dp *dataPlane) switchIn(in *nodePort, l *vl.Link, v uint8) {
 }
 
 // route decides where a packet that arrived at switch port in goes, and
-// counts. It runs under f.mu.
-func (dp *dataPlane) route(in *nodePort, d vl.Delivery, out []hop) []hop {
+// counts; good says it passed frameOK and came on the VL its LRH names.
+// It runs under f.mu.
+func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []hop {
 	st := &dp.stats
 	pkt := d.Data
 	in.cnt.rcvPkts++
 	in.cnt.rcvData += words(pkt)
-	if !frameOK(pkt) || wire.LRH(pkt).VL() != d.VL {
+	if !good {
 		in.cnt.rcvErrors++
 		st.malformed.Add(1)
 		return out
@@ -465,18 +487,10 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, out []hop) []hop {
 			st.pkey.Add(1)
 			continue
 		}
-		p := pkt
-		if i < len(egress)-1 {
-			p = slices.Clone(pkt)
-		}
-		if outVL != d.VL {
-			wire.LRH(p).SetVL(outVL)
-			wire.SealVCRC(p)
-		}
 		eg.cnt.xmitPkts++
-		eg.cnt.xmitData += words(p)
+		eg.cnt.xmitData += words(pkt)
 		st.forwarded.Add(1)
-		out = append(out, hop{eg, outVL, p})
+		out = append(out, hop{eg: eg, vl: outVL, pkt: pkt, clone: i < len(egress)-1, reseal: outVL != d.VL})
 	}
 	return out
 }
@@ -508,27 +522,33 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel() // a done context: RecvAny then takes only what is there
 	batch := make([][]byte, 0, rxBatch)
+	ds := make([]vl.Delivery, 0, rxBatch)
+	var good [rxBatch]bool
 	for {
 		d, err := l.RecvAny(dp.ctx)
 		if err != nil {
 			return
 		}
 		batch = batch[:0]
+		ds = append(ds[:0], d)
+		for len(ds) < rxBatch {
+			if d, err = l.RecvAny(done); err != nil {
+				break
+			}
+			ds = append(ds, d)
+		}
+		for i, d := range ds {
+			good[i] = frameOK(d.Data) && wire.LRH(d.Data).VL() == d.VL
+		}
 		dp.f.mu.Lock()
 		h := p.dp.hca
 		var recv func([][]byte)
 		if h != nil {
 			recv = h.recv
 		}
-		for {
-			if dp.arriveCA(p, h, d) {
+		for i, d := range ds {
+			if dp.arriveCA(p, h, d, good[i]) {
 				batch = append(batch, d.Data)
-			}
-			if len(batch) == rxBatch {
-				break
-			}
-			if d, err = l.RecvAny(done); err != nil {
-				break
 			}
 		}
 		dp.f.mu.Unlock()
@@ -539,13 +559,13 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 }
 
 // arriveCA checks a packet arriving at CA port p for HCA h (nil if none)
-// and counts it. It runs under f.mu.
-func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery) bool {
+// and counts it; good is as for route. It runs under f.mu.
+func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool) bool {
 	st := &dp.stats
 	p.cnt.rcvPkts++
 	p.cnt.rcvData += words(d.Data)
 	switch {
-	case !frameOK(d.Data) || wire.LRH(d.Data).VL() != d.VL:
+	case !good:
 		p.cnt.rcvErrors++
 		st.malformed.Add(1)
 		return false

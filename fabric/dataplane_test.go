@@ -810,7 +810,7 @@ func TestSwitchIngressTruncated(t *testing.T) {
 	in := f.NodeByName("Switch1").port(1)
 	for n := range len(b) {
 		f.mu.Lock()
-		out := f.dp.route(in, vl.Delivery{VL: 0, Data: bytes.Clone(b[:n])}, nil)
+		out := f.dp.route(in, vl.Delivery{VL: 0, Data: bytes.Clone(b[:n])}, frameOK(b[:n]), nil)
 		f.mu.Unlock()
 		if len(out) != 0 {
 			t.Fatalf("%d of %d bytes forwarded", n, len(b))
@@ -838,9 +838,11 @@ func FuzzSwitchIngress(f *testing.F) {
 	in := fab.NodeByName("Switch1").port(1)
 	f.Fuzz(func(t *testing.T, v uint8, b []byte) {
 		v &= 15
+		good := frameOK(b) && wire.LRH(b).VL() == v
 		fab.mu.Lock()
-		out := fab.dp.route(in, vl.Delivery{VL: v, Data: bytes.Clone(b)}, nil)
+		out := fab.dp.route(in, vl.Delivery{VL: v, Data: bytes.Clone(b)}, good, nil)
 		fab.mu.Unlock()
+		prepare(out)
 		for _, h := range out {
 			if !frameOK(h.pkt) || wire.LRH(h.pkt).VL() != h.vl {
 				t.Fatalf("forwarded a bad frame on VL%d", h.vl)
