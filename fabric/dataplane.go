@@ -342,6 +342,9 @@ func pkeyMatch(table []uint16, k uint16) bool {
 	return false
 }
 
+// isMulticast reports whether lid is a multicast LID (0xC000-0xFFFE).
+func isMulticast(lid uint16) bool { return lid >= 0xC000 && lid != mad.PermissiveLID }
+
 func words(pkt []byte) uint64 { return uint64(max(len(pkt)-wire.VCRCLen, 0) / 4) }
 
 // hop is one packet leaving a switch port. route decides it under the
@@ -429,10 +432,11 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []
 		return out
 	}
 	var egress []*nodePort
+	mcast := isMulticast(dlid)
 	switch {
 	case dlid == 0 || dlid == mad.PermissiveLID:
 		return noRoute(&st.noRoute)
-	case dlid >= 0xC000:
+	case mcast:
 		top := sw.sw.info.MulticastFDBTop
 		idx := int(dlid) - 0xC000
 		if idx >= multicastFDBCap || top != 0 && dlid > top {
@@ -466,6 +470,9 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []
 		}
 		egress = append(egress, sw.ports[num])
 	}
+	if mcast {
+		in.cnt.mcastRcvPkts++
+	}
 	sl := lrh.SL()
 	for i, eg := range egress {
 		if !linkUsable(eg, onVL15) {
@@ -489,6 +496,9 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []
 		}
 		eg.cnt.xmitPkts++
 		eg.cnt.xmitData += words(pkt)
+		if mcast {
+			eg.cnt.mcastXmitPkts++
+		}
 		st.forwarded.Add(1)
 		out = append(out, hop{eg: eg, vl: outVL, pkt: pkt, clone: i < len(egress)-1, reseal: outVL != d.VL})
 	}
@@ -564,6 +574,9 @@ func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool)
 	st := &dp.stats
 	p.cnt.rcvPkts++
 	p.cnt.rcvData += words(d.Data)
+	if good && isMulticast(wire.LRH(d.Data).DLID()) {
+		p.cnt.mcastRcvPkts++
+	}
 	switch {
 	case !good:
 		p.cnt.rcvErrors++
@@ -577,6 +590,7 @@ func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool)
 		st.noHCA.Add(1)
 		return false
 	}
+
 	st.delivered.Add(1)
 	return true
 }
@@ -752,6 +766,9 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 			ok = true
 			p.cnt.xmitPkts++
 			p.cnt.xmitData += words(cp)
+			if isMulticast(wire.LRH(cp).DLID()) {
+				p.cnt.mcastXmitPkts++
+			}
 			st.injected.Add(1)
 		}
 		tx := p.dp.tx

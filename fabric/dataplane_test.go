@@ -668,6 +668,18 @@ func TestMulticast(t *testing.T) {
 	for _, h := range dn.hcas {
 		h.quiet(t)
 	}
+	// PortCountersExtended of Switch1's port 2 (to Hca3): the three
+	// copies from the others went out multicast; Hca3 received them so.
+	data := make([]byte, 64)
+	data[1] = 2
+	r := dn.sm.lidReq(dn.switchLID("Switch1"), mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCountersExt, 0, data)
+	x, _ := mad.ParsePortCountersExt(r.MAD[mad.PerfDataOffset:])
+	if x.PortMulticastXmitPkts != 3 || x.PortMulticastRcvPkts != 1 || x.PortUnicastXmitPkts+3 != x.PortXmitPkts {
+		t.Errorf("Switch1 port 2: %+v", x)
+	}
+	if c := dn.cnt("Hca3", 1); c.mcastRcvPkts != 3 || c.mcastXmitPkts != 1 {
+		t.Errorf("Hca3: multicast %d in, %d out", c.mcastRcvPkts, c.mcastXmitPkts)
+	}
 }
 
 // TestCreditBackpressure: Hca2 takes its packets slowly (its receive

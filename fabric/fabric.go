@@ -170,6 +170,7 @@ type counters struct {
 	linkDowned                           uint64
 	// Moved by the data plane (dataplane.go).
 	xmitWait, rcvConstraintErrors, xmitConstraintErrors uint64
+	mcastXmitPkts, mcastRcvPkts                         uint64
 }
 
 func (p *nodePort) lidRange(lid uint16) bool {

@@ -100,14 +100,26 @@ func (f *Fabric) pma(at *nodePort, method mad.Method, attr mad.AttributeID, data
 	}
 	var sum counters
 	for _, p := range ports {
+		if method == mad.MethodSet {
+			// Multicast packets are counted apart (the data plane's), and
+			// go with the totals.
+			if x.CounterSelect&(1<<2|1<<6) != 0 {
+				p.cnt.mcastXmitPkts = 0
+			}
+			if x.CounterSelect&(1<<3|1<<7) != 0 {
+				p.cnt.mcastRcvPkts = 0
+			}
+		}
 		addCounters(&sum, &p.cnt)
 	}
+	mx, mr := min(sum.mcastXmitPkts, sum.xmitPkts), min(sum.mcastRcvPkts, sum.rcvPkts)
 	y := mad.PortCountersExt{
 		PortSelect: uint8(sel), CounterSelect: x.CounterSelect,
 		PortXmitData: sum.xmitData, PortRcvData: sum.rcvData,
 		PortXmitPkts: sum.xmitPkts, PortRcvPkts: sum.rcvPkts,
-		// Every MAD is unicast: the management plane routes no multicast.
-		PortUnicastXmitPkts: sum.xmitPkts, PortUnicastRcvPkts: sum.rcvPkts,
+		// MADs are unicast; the data plane counts multicast packets.
+		PortUnicastXmitPkts: sum.xmitPkts - mx, PortUnicastRcvPkts: sum.rcvPkts - mr,
+		PortMulticastXmitPkts: mx, PortMulticastRcvPkts: mr,
 	}
 	clear(data)
 	y.Encode(data[:mad.PortCountersExtSize])
@@ -129,6 +141,8 @@ func addCounters(a, b *counters) {
 	a.xmitWait += b.xmitWait
 	a.rcvConstraintErrors += b.rcvConstraintErrors
 	a.xmitConstraintErrors += b.xmitConstraintErrors
+	a.mcastXmitPkts += b.mcastXmitPkts
+	a.mcastRcvPkts += b.mcastRcvPkts
 }
 
 // clearCounters clears the counters PortCounters' CounterSelect names.
