@@ -238,6 +238,8 @@ func TestTwoClientsByLID(t *testing.T) {
 			pi.Encode(buf)
 			sm.drOK(n.path, mad.MethodSet, mad.SMAttrPortInfo, 1, buf)
 			waitFor(t, "the new SM LID at the client", func() bool { return a.p.Attr().SMLID == 0x77 })
+			// The server counts a packet out after its write returns.
+			waitFor(t, "the server's count", func() bool { return s.srv.Stats().PktsOut >= 108 })
 			if st := s.srv.Stats(); st.Attached != 2 || st.PktsIn != 108 || st.PktsOut != 108 || st.BadFrames != 0 {
 				t.Errorf("server stats %+v", st)
 			}

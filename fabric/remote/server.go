@@ -372,11 +372,11 @@ func (ss *session) attach(req attachReq) bool {
 		}
 	})
 	a := h.Attr()
+	s.attached.Add(1)
 	if err := ss.writeFrame(frameAttached, appendAttr(nil, &a)); err != nil {
 		h.Close()
 		return false
 	}
-	s.attached.Add(1)
 	s.log.Info("remote: HCA port attached", "node", n.Name(), "port", req.Port, "client", ss.conn.RemoteAddr())
 	return true
 }
@@ -496,14 +496,16 @@ loop:
 		return
 	default:
 	}
+	// The counters move after the link, so that a reader of Stats sees
+	// the port as the session left it.
 	if detached {
-		s.detached.Add(1)
+		defer s.detached.Add(1)
 		s.log.Info("remote: HCA port detached", "node", n.Name(), "port", port)
 		if !s.cfg.DownOnDetach {
 			return
 		}
 	} else {
-		s.died.Add(1)
+		defer s.died.Add(1)
 		s.log.Warn("remote: HCA port's client lost: link down", "node", n.Name(), "port", port, "err", err)
 	}
 	s.mu.Lock()
