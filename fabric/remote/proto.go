@@ -4,7 +4,7 @@
 // A frame is a 4-byte big-endian length n (1 <= n <= maxFrameLen), then n
 // bytes: a 1-byte type and the type's body.
 //
-//	attach    client -> server  magic "SRIB", version, port number, node (name or GUID)
+//	attach    client -> server  magic "SRIB", version, port number, node (name or GUID, length-prefixed)
 //	attached  server -> client  the port's attributes (as attr)
 //	refused   server -> client  a reason code and a message; the server closes
 //	attr      server -> client  the port's attributes after a change
@@ -41,6 +41,9 @@ const (
 	// topology's node names are short; ibnetdiscover's descriptions are
 	// at most 64 bytes).
 	maxNodeName = 255
+	// attachFixedLen is an attach body without the node name: magic,
+	// version, port, name length.
+	attachFixedLen = len(protoMagic) + 3
 	// maxPacket is the largest IB packet a frame carries.
 	maxPacket = ib.MaxFrame
 	// maxFrameLen is the largest frame length (type byte and body).
@@ -115,12 +118,12 @@ func (a attachReq) encode() ([]byte, error) {
 	if a.Port < 1 || a.Port > 254 {
 		return nil, fmt.Errorf("%w: port %d (1..254)", ErrBadFrame, a.Port)
 	}
-	b := append([]byte(protoMagic), protoVersion, byte(a.Port))
+	b := append([]byte(protoMagic), protoVersion, byte(a.Port), byte(len(a.Node)))
 	return append(b, a.Node...), nil
 }
 
 func parseAttach(b []byte) (attachReq, error) {
-	if len(b) < len(protoMagic)+2 {
+	if len(b) < attachFixedLen {
 		return attachReq{}, fmt.Errorf("%w: attach of %d bytes", ErrTruncated, len(b))
 	}
 	if string(b[:4]) != protoMagic {
@@ -129,12 +132,13 @@ func parseAttach(b []byte) (attachReq, error) {
 	if b[4] != protoVersion {
 		return attachReq{}, fmt.Errorf("%w: version %d, want %d", ErrBadFrame, b[4], protoVersion)
 	}
-	name := b[6:]
-	if len(name) == 0 {
-		return attachReq{}, fmt.Errorf("%w: attach names no node", ErrTruncated)
+	n := int(b[6])
+	if len(b) < attachFixedLen+n {
+		return attachReq{}, fmt.Errorf("%w: node name of %d bytes in %d", ErrTruncated, n, len(b)-attachFixedLen)
 	}
-	if len(name) > maxNodeName || b[5] == 0 || b[5] == 255 {
-		return attachReq{}, fmt.Errorf("%w: node name of %d bytes, port %d", ErrBadFrame, len(name), b[5])
+	name := b[attachFixedLen:]
+	if n == 0 || len(name) > n || b[5] == 0 || b[5] == 255 {
+		return attachReq{}, fmt.Errorf("%w: node name of %d bytes (%d after the header), port %d", ErrBadFrame, n, len(name), b[5])
 	}
 	return attachReq{Node: string(name), Port: int(b[5])}, nil
 }
