@@ -38,8 +38,10 @@ func Dial(ctx context.Context, addr, node string, port int) (ib.Port, error) {
 	return p, nil
 }
 
-// splitAddr returns the network and address of a Dial address.
-func splitAddr(addr string) (network, address string) {
+// SplitAddr returns the network ("tcp" or "unix") and address of an
+// address as Dial takes it: "unix:PATH" or a path with a slash is a unix
+// socket, "tcp:HOST:PORT" or HOST:PORT is TCP, "" is DefaultAddr.
+func SplitAddr(addr string) (network, address string) {
 	switch {
 	case addr == "":
 		return "tcp", DefaultAddr
@@ -69,7 +71,7 @@ func (d *Dialer) Dial(ctx context.Context, addr, node string, port int) (*Port, 
 	if log == nil {
 		log = slog.Default()
 	}
-	network, address := splitAddr(addr)
+	network, address := SplitAddr(addr)
 	var nd net.Dialer
 	conn, err := nd.DialContext(ctx, network, address)
 	if err != nil {
