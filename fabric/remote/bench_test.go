@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/link/ib"
-	"github.com/softrdma/softrdma/wire"
 )
 
 // benchPair returns Hca1's and Hca2's ports (remote over network, or the
@@ -103,12 +102,7 @@ func BenchmarkRemotePingPong(b *testing.B) {
 			pa, pb, lidA, lidB := benchPair(b, network)
 			if err := pb.Start(func(pkts [][]byte) {
 				for _, p := range pkts {
-					l := wire.LRH(p)
-					d, s := l.DLID(), l.SLID()
-					f := l.Fields()
-					f.DLID, f.SLID = s, d
-					f.Encode(l)
-					wire.SealVCRC(p)
+					swapLIDs(p)
 				}
 				pb.Send(pkts)
 			}); err != nil {

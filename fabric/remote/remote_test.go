@@ -1,15 +1,19 @@
 package remote
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +24,48 @@ import (
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("SOFTRDMA_REMOTE_CHILD"); addr != "" {
+		childMain(addr)
+		return
+	}
+	leakcheck.Main(m)
+}
+
+// childMain is the test binary run as another process by TestProcess: it
+// attaches Hca1's port at addr, says so on stdout, echoes every packet it
+// receives back to its sender (LIDs swapped) and runs until killed.
+func childMain(addr string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	p, err := Dial(ctx, addr, "Hca1", 1)
+	cancel()
+	if err != nil {
+		fmt.Println("dial:", err)
+		os.Exit(1)
+	}
+	err = p.Start(func(pkts [][]byte) {
+		for _, b := range pkts {
+			swapLIDs(b)
+		}
+		p.Send(pkts)
+	})
+	if err != nil {
+		fmt.Println("start:", err)
+		os.Exit(1)
+	}
+	fmt.Println("attached")
+	time.Sleep(time.Minute) // the parent kills it long before
+	os.Exit(2)
+}
+
+// swapLIDs turns an IB packet back to its sender.
+func swapLIDs(b []byte) {
+	l := wire.LRH(b)
+	f := l.Fields()
+	f.DLID, f.SLID = f.SLID, f.DLID
+	f.Encode(l)
+	wire.SealVCRC(b)
+}
 
 // quiet discards the log; SOFTRDMA_REMOTE_LOG=1 shows it.
 var quiet = func() *slog.Logger {
@@ -317,6 +362,60 @@ func waitTrap(t testing.TB, sm *testSM) *fabric.Datagram {
 			t.Fatal("no trap")
 			return nil
 		}
+	}
+}
+
+// TestProcess: a remote port in another process (this test binary run
+// again) exchanges packets by LID with one in this process; when that
+// process is killed (SIGKILL: no detach) its port goes DOWN in the fabric
+// and the SM gets trap 128.
+func TestProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	s := serve(t, Config{})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SOFTRDMA_REMOTE_CHILD="+s.addr)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "attached\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	b := dial(t, s.addr, "Hca2", nil)
+	sm := newSM(t, s.f, "Hca3", 1)
+	sn := sm.sweep()
+	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
+	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	waitFor(t, "Hca2 ACTIVE", func() bool { return b.p.Attr().State == ib.StateActive })
+	for i, size := range []int{0, 500, 4000} {
+		pkt := ibPacket(t, lidB, lidA, uint32(i), size)
+		if err := b.p.Send([][]byte{pkt}); err != nil {
+			t.Fatal(err)
+		}
+		got := b.expect(t)
+		swapLIDs(pkt)
+		if !bytes.Equal(got, pkt) {
+			t.Errorf("size %d: the echo from the other process differs", size)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	waitFor(t, "the server to see the death", func() bool { return s.srv.Stats().Died == 1 })
+	if pi := portInfo(t, s.f, "Hca1"); pi.PortState != mad.PortStateDown {
+		t.Errorf("Hca1 after its process died: state %d, want DOWN", pi.PortState)
+	}
+	trap := waitTrap(t, sm)
+	if nt, err := mad.ParseNotice(trap.MAD[mad.SMPDataOffset:]); err != nil || nt.TrapNumber != mad.TrapLinkStateChange {
+		t.Errorf("trap: %+v %v, want 128", nt, err)
 	}
 }
 
