@@ -195,7 +195,8 @@ func (p *Port) NotifyAttr(f func()) {
 }
 
 // Start delivers received packets to recv from the port's goroutine, in
-// batches; packets that arrive before Start are dropped and counted.
+// batches (the slices are valid only during the call; recv must not call
+// Close); packets that arrive before Start are dropped and counted.
 func (p *Port) Start(recv func(pkts [][]byte)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

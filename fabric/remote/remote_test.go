@@ -343,6 +343,16 @@ func TestClientDies(t *testing.T) {
 		}
 	}
 	waitFor(t, "Hca1 ACTIVE again", func() bool { return b.p.Attr().State == ib.StateActive })
+	// And it carries packets again: from a client on Hca2.
+	c := dial(t, s.addr, "Hca2", nil)
+	waitFor(t, "Hca2 ACTIVE", func() bool { return c.p.Attr().State == ib.StateActive })
+	pkt := ibPacket(t, c.p.Attr().LID, b.p.Attr().LID, 9, 100)
+	if err := c.p.Send([][]byte{pkt}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.expect(t); !bytes.Equal(got, pkt) {
+		t.Error("the packet to the re-attached port changed")
+	}
 }
 
 func waitTrap(t testing.TB, sm *testSM) *fabric.Datagram {
@@ -370,9 +380,6 @@ func waitTrap(t testing.TB, sm *testSM) *fabric.Datagram {
 // process is killed (SIGKILL: no detach) its port goes DOWN in the fabric
 // and the SM gets trap 128.
 func TestProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a child process")
-	}
 	s := serve(t, Config{})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SOFTRDMA_REMOTE_CHILD="+s.addr)
