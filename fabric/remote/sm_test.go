@@ -109,29 +109,6 @@ func (sm *testSM) drOK(path []byte, method mad.Method, attr mad.AttributeID, mod
 	return append([]byte(nil), r.Data()...)
 }
 
-// lidReq sends a LID-routed MAD of class c to dlid and returns the answer
-// datagram (Status StatusTimeout if dropped).
-func (sm *testSM) lidReq(dlid uint16, c mad.Class, method mad.Method, attr mad.AttributeID, mod uint32, data []byte) *fabric.Datagram {
-	sm.t.Helper()
-	sm.tid++
-	b := make([]byte, mad.Size)
-	m := mad.MAD(b)
-	b[0], b[2] = 1, 1
-	m.SetMgmtClass(c)
-	m.SetMethod(method)
-	m.SetTransactionID(sm.tid)
-	m.SetAttributeID(attr)
-	m.SetAttributeModifier(mod)
-	qp := uint32(0)
-	if c == mad.ClassPerf {
-		qp = 1
-		copy(b[mad.PerfDataOffset:], data)
-	} else {
-		copy(b[mad.SMPDataOffset:], data)
-	}
-	return sm.do(&fabric.Datagram{SLID: sm.lid, DLID: dlid, DQP: qp, SQP: qp, PKey: 0xFFFF, QKey: mad.GSIQKey, MAD: b})
-}
-
 func path(hops ...int) []byte {
 	p := []byte{0}
 	for _, h := range hops {
@@ -352,15 +329,6 @@ func (sm *testSM) sweep() *smSubnet {
 	}
 	sm.activate(sn)
 	return sn
-}
-
-// route is sweep without the last step: LIDs and LFTs set, every port
-// still INIT.
-func (sm *testSM) route() *smSubnet {
-	sm.t.Helper()
-	sm.noActivate = true
-	defer func() { sm.noActivate = false }()
-	return sm.sweep()
 }
 
 // activate moves every linked port to ARMED, then to ACTIVE (or through
