@@ -587,6 +587,21 @@ func TestDrops(t *testing.T) {
 			t.Fatalf("P_Key %#x: changed", k)
 		}
 	}
+	// A raw packet (LNH 0: no BTH, no P_Key) passes partition
+	// enforcement; with FilterRawInbound set it is dropped.
+	raw := make([]byte, wire.LRHLen+16+wire.VCRCLen)
+	(&wire.LRHFields{LNH: wire.LNHRaw, DLID: h2.lid, SLID: h1.lid, PktLen: uint16((len(raw) - wire.VCRCLen) / 4)}).Encode(wire.LRH(raw))
+	copy(raw[wire.LRHLen:], "a raw IB packet.")
+	wire.SealVCRC(raw)
+	h1.send(t, raw)
+	if got := h2.expect(t, 1)[0]; !bytes.Equal(got, raw) {
+		t.Fatal("raw packet changed")
+	}
+	pi.FilterRawInbound = true
+	pi.Encode(pib)
+	dn.sm.drOK(path(1), mad.MethodSet, mad.SMAttrPortInfo, 1, pib)
+	step("raw packet filtered inbound", func(s DataStats) uint64 { return s.PKey }, "Switch1", 1,
+		func(c counters) uint64 { return c.rcvConstraintErrors }, func() { h1.send(t, raw) })
 	// Outbound enforcement on Switch2's port 1 (toward Hca2).
 	pi, _ = mad.ParsePortInfo(dn.sm.drOK(path(1, 3), mad.MethodGet, mad.SMAttrPortInfo, 1, nil))
 	pi.PartitionEnforcementOutbound, pi.PortState = true, mad.PortStateNoChange
