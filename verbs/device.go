@@ -123,12 +123,17 @@ type PortAttr struct {
 	PKeyTableLen int
 	MaxMsgSize   uint64
 	LID, SMLID   uint16
-	LinkLayer    string // "Ethernet"
-	PortCapFlags uint32
-	ActiveSpeed  int
-	ActiveWidth  int
-	UDPPort      uint16
-	PKeys        []wire.PKey
+	LinkLayer    string // LinkLayerEthernet or LinkLayerInfiniBand
+	// LMC, SMSL, PhysState and MaxVLNum are an InfiniBand port's (zero
+	// on RoCE): the LID mask count, the SM's service level, the
+	// PortInfo physical state and the operational data VLs.
+	LMC, SMSL, PhysState uint8
+	MaxVLNum             int
+	PortCapFlags         uint32
+	ActiveSpeed          int
+	ActiveWidth          int
+	UDPPort              uint16
+	PKeys                []wire.PKey
 }
 
 // unnamed counts the devices opened without a name, for their default
@@ -223,6 +228,8 @@ type Device struct {
 	portMu   sync.Mutex  // orders state changes with their events
 
 	cnt hwCounters // the device's events under rxe's names (Counters)
+
+	ib *ibPort // the InfiniBand port, if the link is one (ibport.go)
 
 	mcast mcastTable // multicast groups (mcast.go)
 }
@@ -324,6 +331,12 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 		d.gids = append(d.gids, wire.GIDFromAddr(a))
 	}
 	d.guid = o.NodeGUID
+	if ibl, ok := l.(link.InfiniBand); ok {
+		d.openIB(ibl)
+		if d.guid == 0 {
+			d.guid = d.ib.attr.Load().PortGUID
+		}
+	}
 	if d.guid == 0 {
 		d.guid = derivedGUID(o.Name, d.gids)
 	}
@@ -365,6 +378,9 @@ func (d *Device) Close() error {
 	if sn, ok := d.link.(link.StateNotifier); ok {
 		sn.NotifyState(nil)
 	}
+	if d.ib != nil {
+		d.ib.l.NotifyIBAttr(nil)
+	}
 	err := d.link.Close()
 	d.pacer.stop()
 	return err
@@ -397,13 +413,17 @@ func (d *Device) QueryPort(port int) (PortAttr, error) {
 	if d.portDown.Load() {
 		state = PortDown
 	}
-	return PortAttr{
+	pa := PortAttr{
 		State: state, MaxMTU: d.mtu, ActiveMTU: d.mtu, GIDTableLen: len(d.gids),
-		PKeyTableLen: PKeyTableLen, MaxMsgSize: MaxMsgSize, LID: 0, LinkLayer: "Ethernet",
+		PKeyTableLen: PKeyTableLen, MaxMsgSize: MaxMsgSize, LID: 0, LinkLayer: LinkLayerEthernet,
 		PortCapFlags: 0x00010000 | 0x04000000, // CM supported, IP-based GIDs
 		ActiveSpeed:  1, ActiveWidth: 1, UDPPort: d.link.Port(),
 		PKeys: []wire.PKey{wire.DefaultPKey},
-	}, nil
+	}
+	if d.ib != nil {
+		d.queryIBPort(&pa)
+	}
+	return pa, nil
 }
 
 // GIDs returns the GID table of port 1.

@@ -39,6 +39,7 @@ type pairOpts struct {
 	srq     int      // if > 0, each QP receives from its own SRQ of this many WRs
 	queue   int      // loop.Config.QueueLen; 0 means loop's default
 	tclass  [2]uint8 // the traffic class of qa's and qb's address vectors
+	ib      *ibOpts  // open the devices over an InfiniBand cable (ibport_test.go)
 }
 
 func newDevicesLoop(t testing.TB, o *pairOpts) (*loop.Network, *Device, *Device) {
@@ -74,6 +75,9 @@ func newDevicesLoop(t testing.TB, o *pairOpts) (*loop.Network, *Device, *Device)
 
 func newPair(t testing.TB, o pairOpts) *pair {
 	t.Helper()
+	if o.ib != nil {
+		return newPairIB(t, o)
+	}
 	n, da, db := newDevicesLoop(t, &o)
 	p := &pair{t: t, net: n, da: da, db: db}
 	p.connect(o)
@@ -162,6 +166,9 @@ func (p *pair) bringUp(qp *QP, peer *Device, peerQP *QP, rqpsn, sqpsn wire.PSN) 
 		a.AH = AHAttr{DGID: peer.GIDs()[0], PortNum: 1, TrafficClass: o.tclass[0]}
 		if qp == p.qb {
 			a.AH.TrafficClass = o.tclass[1]
+		}
+		if o.ib != nil {
+			a.AH = o.ib.ah(peer, a.AH.TrafficClass)
 		}
 		mask |= AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN
 		if o.typ == RC {

@@ -226,7 +226,11 @@ func newMxEnv(t testing.TB, p *pair, typ QPType, mtu MTU, seed uint64) *mxEnv {
 	if typ != UD {
 		e.tgt = p.reg(p.pb, mxMRSize)
 	} else {
-		ah, err := p.pa.CreateAH(AHAttr{DGID: p.db.GIDs()[0], PortNum: 1})
+		attr := AHAttr{DGID: p.db.GIDs()[0], PortNum: 1}
+		if p.opts.ib != nil {
+			attr = p.opts.ib.ah(p.db, 0)
+		}
+		ah, err := p.pa.CreateAH(attr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,6 +298,9 @@ func (e *mxEnv) checkRecvWC(t testing.TB, wc WC, id uint64, op WCOpcode, byteLen
 	}
 	// src_qp is defined for UD only; for RC and UC it is 0 or the peer.
 	if e.typ == UD && wc.SrcQP != e.p.qa.QPN() || wc.SrcQP != 0 && wc.SrcQP != e.p.qa.QPN() {
+		ok = false
+	}
+	if e.typ == UD && e.p.opts.ib != nil && !e.p.opts.ib.checkWC(e.p, wc) {
 		ok = false
 	}
 	if !ok {
@@ -371,6 +378,7 @@ func (e *mxEnv) run(t *testing.T, op mop, size, nsge int) {
 		}
 		dst := layout(e.lb, room, nsge, salt+1)
 		im := e.prepare(e.lb, dst)
+		before := bytes.Clone(dst.get()[:min(grhLen, room)])
 		e.postRecv(t, RecvWR{ID: id | 1, SGL: dst.sges()})
 		wr.SGL = src.sges()
 		if e.typ == UD {
@@ -380,14 +388,26 @@ func (e *mxEnv) run(t *testing.T, op mop, size, nsge int) {
 		e.checkSendWC(t, waitWC(t, p.ca, 1, mxWait)[0], id, WCSend, -1)
 		rc := waitWC(t, p.cb, 1, mxWait)[0]
 		want, flags := size, WCFlags(0)
+		ibLocal := p.opts.ib != nil && !p.opts.ib.global
 		if e.typ == UD {
 			want, flags = grhLen+size, WCGRH
+			if ibLocal {
+				flags = 0
+			}
 		}
 		if op.hasImm() {
 			flags |= WCWithImm
 		}
 		e.checkRecvWC(t, rc, id|1, WCRecv, want, flags, imm)
-		if e.typ == UD {
+		switch {
+		case e.typ == UD && ibLocal:
+			// No GRH came: the area is left as it was.
+			msg = append(before, msg...)
+		case e.typ == UD && p.opts.ib != nil:
+			got := dst.get()[:grhLen]
+			checkIBGRH(t, got, p.da.GIDs()[0], p.db.GIDs()[0], udRoCELen(size, op.hasImm()))
+			msg = append(bytes.Clone(got), msg...)
+		case e.typ == UD:
 			got := dst.get()[:grhLen]
 			checkGRH(t, got, p.da.GIDs()[0].Addr(), p.db.GIDs()[0].Addr(), udRoCELen(size, op.hasImm()))
 			msg = append(bytes.Clone(got), msg...)
@@ -502,8 +522,9 @@ type mxConfig struct {
 	mtus    []MTU
 	faults  loop.Faults
 	seed    uint64
-	timeout uint8 // RC local ACK timeout (0: newPair's default)
-	queue   int   // loop's receive queue bound (0: its default)
+	timeout uint8   // RC local ACK timeout (0: newPair's default)
+	queue   int     // loop's receive queue bound (0: its default)
+	ib      *ibOpts // over an InfiniBand cable instead of loop (ibport_test.go)
 	// bigSGE, if set, is the one SGE count 1 MiB messages are tried with
 	// (to bound the run time on faulty networks).
 	bigSGE int
@@ -516,7 +537,7 @@ func runMatrix(t *testing.T, c mxConfig) {
 				t.Run("MTU"+mtu.String(), func(t *testing.T) {
 					t.Parallel()
 					p := newPair(t, pairOpts{typ: typ, mtu: mtu, sge: MaxSGE, faults: c.faults,
-						seed: c.seed + uint64(mtu), timeout: c.timeout, queue: c.queue})
+						seed: c.seed + uint64(mtu), timeout: c.timeout, queue: c.queue, ib: c.ib})
 					e := newMxEnv(t, p, typ, mtu, c.seed)
 					for _, op := range opsOf(typ) {
 						t.Run(op.String(), func(t *testing.T) {
@@ -545,7 +566,7 @@ func runMatrix(t *testing.T, c mxConfig) {
 							t.Errorf("QP %d ends in state %v", qp.QPN(), s)
 						}
 					}
-					if p.net.Stats().Sent > 0 && c.seed >= 100 {
+					if p.net != nil && p.net.Stats().Sent > 0 && c.seed >= 100 {
 						t.Logf("faults: %+v", p.net.Stats())
 					}
 				})

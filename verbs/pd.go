@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softrdma/softrdma/internal/mem"
+	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/wire"
 )
 
@@ -220,6 +221,14 @@ type AHAttr struct {
 	SL           uint8
 	DLID         uint16 // unused on RoCE
 	PortNum      int
+	// IsGlobal says an InfiniBand packet carries a GRH (DGID, SGIDIndex,
+	// FlowLabel, HopLimit, TrafficClass); without it the packet is routed
+	// by DLID alone. SrcPathBits are the low LMC bits of the source LID,
+	// and StaticRate the IBTA rate code (recorded, not enforced). RoCE
+	// ignores the three: its packets are always global.
+	IsGlobal    bool
+	SrcPathBits uint8
+	StaticRate  uint8
 }
 
 // AH is an address handle for UD sends.
@@ -228,7 +237,8 @@ type AH struct {
 	attr  AHAttr
 	src   netip.Addr
 	dst   netip.AddrPort
-	mcast bool // DGID is a multicast GID: sends go to DestQP 0xFFFFFF
+	ib    link.IBAddr // InfiniBand addressing (ibport.go)
+	mcast bool        // DGID is a multicast GID: sends go to DestQP 0xFFFFFF
 	dead  atomic.Bool
 }
 
@@ -237,14 +247,18 @@ type AH struct {
 // as IBTA requires of multicast packets, whatever the work request's
 // RemoteQPN.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
-	src, dst, err := pd.dev.resolve(&attr)
+	src, dst, ib, err := pd.dev.resolve(&attr)
 	if err != nil {
 		return nil, err
 	}
 	if err := pd.hold(); err != nil {
 		return nil, err
 	}
-	return &AH{pd: pd, attr: attr, src: src, dst: dst, mcast: IsMulticastGID(attr.DGID)}, nil
+	mcast := IsMulticastGID(attr.DGID)
+	if pd.dev.ib != nil {
+		mcast = isMulticastLID(attr.DLID)
+	}
+	return &AH{pd: pd, attr: attr, src: src, dst: dst, ib: ib, mcast: mcast}, nil
 }
 
 // Attr returns the address vector.
@@ -260,11 +274,21 @@ func (ah *AH) Destroy() error {
 }
 
 // resolve turns an address vector into the link's source address and the
-// destination UDP endpoint.
-func (d *Device) resolve(a *AHAttr) (netip.Addr, netip.AddrPort, error) {
+// destination UDP endpoint, or on an InfiniBand port into LID addressing
+// (resolveIB).
+func (d *Device) resolve(a *AHAttr) (netip.Addr, netip.AddrPort, link.IBAddr, error) {
 	if a.PortNum != 0 && a.PortNum != 1 {
-		return netip.Addr{}, netip.AddrPort{}, errf(ErrInvalid, "port %d", a.PortNum)
+		return netip.Addr{}, netip.AddrPort{}, link.IBAddr{}, errf(ErrInvalid, "port %d", a.PortNum)
 	}
+	if d.ib != nil {
+		return d.resolveIB(a)
+	}
+	src, dst, err := d.resolveRoCE(a)
+	return src, dst, link.IBAddr{}, err
+}
+
+// resolveRoCE resolves a RoCE address vector.
+func (d *Device) resolveRoCE(a *AHAttr) (netip.Addr, netip.AddrPort, error) {
 	if a.SGIDIndex < 0 || a.SGIDIndex >= len(d.gids) {
 		return netip.Addr{}, netip.AddrPort{}, errf(ErrInvalid, "source GID index %d (table has %d)", a.SGIDIndex, len(d.gids))
 	}

@@ -141,6 +141,7 @@ type QP struct {
 	mtu   int
 	src   netip.Addr
 	dst   netip.AddrPort
+	ib    link.IBAddr // InfiniBand addressing (ibport.go)
 	pkey  wire.PKey
 	sport uint16 // the UDP source port of the QP's packets (wire/srcport.go)
 
@@ -175,10 +176,13 @@ type QP struct {
 }
 
 // CreateQP creates a queue pair in the RESET state.
-func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) { return pd.createQP(init, 0) }
+func (pd *PD) CreateQP(init QPInitAttr) (*QP, error) { return pd.createQP(init, autoQPN) }
+
+// autoQPN asks createQP for the next free QPN.
+const autoQPN = wire.QPN(1 << 24)
 
 // createQP creates a QP with the next free QPN, or with QPN fixed if it is
-// not zero (the GSI QP).
+// not autoQPN (the SMI and GSI QPs).
 func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 	d := pd.dev
 	switch init.Type {
@@ -255,22 +259,22 @@ func (pd *PD) createQP(init QPInitAttr, fixed wire.QPN) (*QP, error) {
 		}
 		return nil, errf(ErrLimit, "%d QPs", MaxQP)
 	}
-	if fixed != 0 {
+	assigned := fixed != autoQPN
+	if assigned {
 		if _, used := d.qps[fixed]; used {
 			qp.releaseRefs()
 			return nil, errf(ErrBusy, "QP %d exists", fixed)
 		}
 		qp.qpn = fixed
 	}
-	for qp.qpn == 0 {
+	for !assigned {
 		n := wire.QPN(d.nextQPN)
 		d.nextQPN++
 		if d.nextQPN > wire.Mask24 {
 			d.nextQPN = 2
 		}
 		if _, used := d.qps[n]; !used && n >= 2 {
-			qp.qpn = n
-			break
+			qp.qpn, assigned = n, true
 		}
 	}
 	qp.sport = wire.QPSourcePort(qp.qpn)
@@ -467,10 +471,11 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	a := qp.attr
 	var src netip.Addr
 	var dst netip.AddrPort
+	var ib link.IBAddr
 	if mask&AttrPort != 0 && attr.PortNum != 1 {
 		return errf(ErrInvalid, "port %d", attr.PortNum)
 	}
-	if mask&AttrPKeyIndex != 0 && (attr.PKeyIndex < 0 || attr.PKeyIndex >= PKeyTableLen) {
+	if mask&AttrPKeyIndex != 0 && (attr.PKeyIndex < 0 || attr.PKeyIndex >= qp.dev.pkeyTableLen()) {
 		return errf(ErrInvalid, "P_Key index %d", attr.PKeyIndex)
 	}
 	if mask&AttrPathMTU != 0 && (attr.PathMTU.Bytes() == 0 || attr.PathMTU > qp.dev.mtu) {
@@ -478,7 +483,7 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrAV != 0 {
 		var err error
-		if src, dst, err = qp.dev.resolve(&attr.AH); err != nil {
+		if src, dst, ib, err = qp.dev.resolve(&attr.AH); err != nil {
 			return err
 		}
 	}
@@ -534,7 +539,7 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	}
 	if mask&AttrAV != 0 {
 		a.AH = attr.AH
-		qp.src, qp.dst = src, dst
+		qp.src, qp.dst, qp.ib = src, dst, ib
 	}
 	if mask&AttrPathMTU != 0 {
 		a.PathMTU = attr.PathMTU
@@ -579,7 +584,7 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 		qp.sport = wire.ConnectedSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN)
 	}
 	qp.attr = a
-	qp.pkey = wire.DefaultPKey
+	qp.pkey = qp.dev.pkeyAt(a.PKeyIndex)
 	qp.req.Configure(qp.reqConfig())
 
 	next := cur
@@ -627,7 +632,7 @@ func (qp *QP) resetLocked() {
 	qp.dropRespQueueLocked()
 	qp.resp = responder{queue: qp.resp.queue}
 	qp.resp.initResources(1)
-	qp.pkey = wire.DefaultPKey
+	qp.pkey = qp.dev.pkeyAt(0)
 }
 
 func (qp *QP) stopTimersLocked() {

@@ -5,6 +5,7 @@
 package verbs
 
 import (
+	"github.com/softrdma/softrdma/link"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -77,7 +78,8 @@ type swqe struct {
 	aw       [8]byte   // ATOMIC_WRITE's data
 	src      netip.Addr
 	dst      netip.AddrPort
-	tclass   uint8 // UD: the AH's traffic class
+	ib       link.IBAddr // UD: the AH's InfiniBand addressing
+	tclass   uint8       // UD: the AH's traffic class
 	rqpn     wire.QPN
 	qkey     wire.QKey
 	signaled bool

@@ -98,7 +98,7 @@ func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
 		d.stats.RxBadTransport.Add(1)
 		return
 	}
-	if !pkt.BTH().PKey().Matches(qp.pkey) {
+	if !pkt.BTH().PKey().Matches(qp.pkey) && !qp.pkeyExempt() {
 		d.stats.RxPKeyDrop.Add(1)
 		return
 	}

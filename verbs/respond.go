@@ -457,6 +457,7 @@ func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
 	p.Src = netip.AddrPortFrom(qp.src, qp.sport)
 	p.Dst = qp.dst
 	p.TClass = qp.attr.AH.TrafficClass
+	p.IB = qp.ib
 }
 
 // handleUCLocked is the UC responder: no ACKs; a PSN gap drops the rest of
@@ -503,7 +504,7 @@ const grhLen = 40
 // header sits at offset 20 of it), payload after it.
 func (qp *QP) handleUDLocked(pkt wire.Packet, p *link.Packet) {
 	deth := pkt.DETH()
-	if deth.QKey() != qp.attr.QKey {
+	if deth.QKey() != qp.attr.QKey && qp.qpn != SMIQPN {
 		qp.dev.stats.RxQKeyDrop.Add(1)
 		return
 	}
@@ -517,17 +518,23 @@ func (qp *QP) handleUDLocked(pkt wire.Packet, p *link.Packet) {
 		return
 	}
 	var grh [grhLen]byte
-	buildGRH(&grh, p, len(payload)+wire.ICRCLen+pkt.Info().HdrLen+pkt.BTH().PadCount())
-	if err := qp.dev.mrs.Scatter(grh[:], qp.pd.id, qp.resp.wqe.sgl, 0); err != nil {
-		qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
-		return
+	hasGRH := qp.dev.udGRH(&grh, p, len(payload)+wire.ICRCLen+pkt.Info().HdrLen+pkt.BTH().PadCount())
+	if hasGRH {
+		if err := qp.dev.mrs.Scatter(grh[:], qp.pd.id, qp.resp.wqe.sgl, 0); err != nil {
+			qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
+			return
+		}
 	}
 	if err := qp.dev.mrs.Scatter(payload, qp.pd.id, qp.resp.wqe.sgl, grhLen); err != nil {
 		qp.completeRecvLocked(&WC{Status: LocProtErr, Opcode: WCRecv}, false)
 		return
 	}
 	wc := WC{Status: Success, Opcode: WCRecv, ByteLen: uint32(grhLen + len(payload)),
-		SrcQP: deth.SrcQP(), Flags: WCGRH}
+		SrcQP: deth.SrcQP()}
+	if hasGRH {
+		wc.Flags = WCGRH
+	}
+	qp.dev.udAddr(&wc, p)
 	if imm, ok := pkt.Imm(); ok {
 		wc.Imm, wc.Flags = imm, wc.Flags|WCWithImm
 	}

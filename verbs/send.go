@@ -152,7 +152,7 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 		w.length = 0
 	}
 	if qp.typ == UD {
-		w.src, w.dst, w.tclass = wr.AH.src, wr.AH.dst, wr.AH.attr.TrafficClass
+		w.src, w.dst, w.tclass, w.ib = wr.AH.src, wr.AH.dst, wr.AH.attr.TrafficClass, wr.AH.ib
 		w.rqpn = wr.RemoteQPN
 		if wr.AH.mcast {
 			w.rqpn = wire.QPMulticast // IBTA: a multicast packet's DestQP
@@ -215,7 +215,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	var h wire.Headers
 	op := w.info.requestOpcode(qp.typ, rp.First, rp.Last)
 	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: rp.PSN, AckReq: rp.AckReq}
-	dst, src, tclass := qp.dst, qp.src, qp.attr.AH.TrafficClass
+	dst, src, tclass, ib := qp.dst, qp.src, qp.attr.AH.TrafficClass, &qp.ib
 	switch w.info.class {
 	case classWrite:
 		h.RETH = wire.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
@@ -235,7 +235,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	if qp.typ == UD {
 		h.BTH.DestQP = w.rqpn
 		h.DETH = wire.DETHFields{QKey: w.qkey, SrcQP: qp.qpn}
-		dst, src, tclass = w.dst, w.src, w.tclass
+		dst, src, tclass, ib = w.dst, w.src, w.tclass, &w.ib
 	}
 	if rp.Last && w.op == WRSendWithInv {
 		h.InvRKey = w.invRKey
@@ -275,6 +275,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	p.Src = netip.AddrPortFrom(src, qp.sport)
 	p.Dst = dst
 	p.TClass = tclass
+	p.IB = *ib
 	qp.queueLocked(p)
 	return requester.Success
 }

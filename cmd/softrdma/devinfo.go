@@ -5,15 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
-	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/link"
-	"github.com/softrdma/softrdma/link/loop"
 	"github.com/softrdma/softrdma/roce"
 	"github.com/softrdma/softrdma/verbs"
 )
@@ -125,40 +122,33 @@ func runDevinfo(ctx context.Context, args []string, out io.Writer) error {
 // (link/loop), so nothing is bound: a device is described even while
 // another process (or Linux rxe) holds UDP port 4791 on its addresses.
 func describe(w io.Writer, d infoDevice, verbose bool) error {
-	mtu := verbs.MTU1024
-	ifc := d.ifc
-	if ifc == nil {
-		if i, err := netif.InterfaceOf(d.addrs[0]); err == nil {
-			ifc = i
-		}
-	}
-	up := true
-	if ifc != nil {
-		mtu = tool.PathMTU(ifc.MTU)
-		up = ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagRunning != 0
-	}
-	network := loop.NewNetwork(loop.Config{})
-	defer network.Close()
-	l, err := network.Attach(d.addrs, link.DefaultPort)
-	if err != nil {
-		return err
-	}
-	dev, err := verbs.Open(l, &verbs.Options{Name: d.name, MTU: mtu, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		l.Close()
-		return err
-	}
-	defer dev.Close()
+	return withInfoDevice(d, func(dev *verbs.Device, up bool) error {
+		return describeDevice(w, d.name, dev, up, verbose)
+	})
+}
+
+// physStates names PortInfo's physical states as ibv_devinfo does.
+var physStates = map[uint8]string{1: "SLEEP", 2: "POLLING", 3: "DISABLED", 4: "PORT_CONFIGURATION_TRAINING",
+	5: "LINK_UP", 6: "LINK_ERROR_RECOVERY", 7: "PHY_TEST"}
+
+// describeDevice prints an open device as ibv_devinfo does. up is the
+// interface's state for a RoCE device; an InfiniBand port's state and
+// physical state are the port's own.
+func describeDevice(w io.Writer, name string, dev *verbs.Device, up, verbose bool) error {
 	a := dev.QueryDevice()
 	p, err := dev.QueryPort(1)
 	if err != nil {
 		return err
 	}
+	ib := p.LinkLayer == verbs.LinkLayerInfiniBand
 	state, phys := p.State, "LINK_UP (5)"
-	if !up {
+	switch {
+	case ib:
+		phys = fmt.Sprintf("%s (%d)", physStates[p.PhysState], p.PhysState)
+	case !up:
 		state, phys = verbs.PortDown, "DISABLED (3)"
 	}
-	fmt.Fprintf(w, "hca_id:\t%s\n", d.name)
+	fmt.Fprintf(w, "hca_id:\t%s\n", name)
 	fmt.Fprintf(w, "\ttransport:\t\t\tInfiniBand (0)\n")
 	fmt.Fprintf(w, "\tfw_ver:\t\t\t\t%s\n", a.FWVersion)
 	fmt.Fprintf(w, "\tnode_guid:\t\t\t%s\n", guidString(a.NodeGUID))
@@ -208,7 +198,7 @@ func describe(w io.Writer, d infoDevice, verbose bool) error {
 	fmt.Fprintf(w, "\t\t\tactive_mtu:\t\t%v (%d)\n", p.ActiveMTU, p.ActiveMTU)
 	fmt.Fprintf(w, "\t\t\tsm_lid:\t\t\t%d\n", p.SMLID)
 	fmt.Fprintf(w, "\t\t\tport_lid:\t\t%d\n", p.LID)
-	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x00\n")
+	fmt.Fprintf(w, "\t\t\tport_lmc:\t\t0x%02x\n", p.LMC)
 	fmt.Fprintf(w, "\t\t\tlink_layer:\t\t%s\n", p.LinkLayer)
 	if verbose {
 		fmt.Fprintf(w, "\t\t\tmax_msg_sz:\t\t0x%x\n", p.MaxMsgSize)
@@ -216,9 +206,15 @@ func describe(w io.Writer, d infoDevice, verbose bool) error {
 		fmt.Fprintf(w, "\t\t\tpkey_tbl_len:\t\t%d\n", p.PKeyTableLen)
 		fmt.Fprintf(w, "\t\t\tgid_tbl_len:\t\t%d\n", p.GIDTableLen)
 		fmt.Fprintf(w, "\t\t\tphys_state:\t\t%s\n", phys)
-		fmt.Fprintf(w, "\t\t\tudp_port:\t\t%d\n", link.DefaultPort)
-		for i, g := range dev.GIDs() {
-			fmt.Fprintf(w, "\t\t\tGID[%3d]:\t\t%v, RoCE v2\n", i, g)
+		if ib {
+			for i, g := range dev.GIDs() {
+				fmt.Fprintf(w, "\t\t\tGID[%3d]:\t\t%v\n", i, g)
+			}
+		} else {
+			fmt.Fprintf(w, "\t\t\tudp_port:\t\t%d\n", link.DefaultPort)
+			for i, g := range dev.GIDs() {
+				fmt.Fprintf(w, "\t\t\tGID[%3d]:\t\t%v, RoCE v2\n", i, g)
+			}
 		}
 	}
 	fmt.Fprintln(w)

@@ -33,6 +33,7 @@ var commands = map[string]struct {
 	"demo":     {runDemo, "two devices on 127.0.0.1 and 127.0.0.2 over real UDP: SEND, WRITE, READ, atomics, bandwidth and latency"},
 	"pingpong": {runPingpong, "ibv_rc/uc/ud/srq_pingpong: ping-pong with the rdma-core tools' TCP exchange (--type rc|uc|ud|srq)"},
 	"devinfo":  {runDevinfo, "ibv_devinfo: device and port attributes; -v adds all attributes and the GID table"},
+	"ibstat":   {runIBStat, "ibstat: the state of the local devices' ports (LID, SM LID, state, link layer)"},
 	"dump":     {runDump, "print the RoCEv2 packets of a pcap file with softrdma's decoder"},
 	"ping":     {runPing, "rping: RDMA READ/WRITE ping-pong over an rdma_cm connection (-s server, -c client)"},
 	"cmatose":  {runCmatose, "ucmatose: RC connections over rdma_cm exchanging SENDs (-s addr: client)"},

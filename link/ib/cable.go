@@ -46,6 +46,8 @@ func DefaultAttr(lid uint16, guid uint64) PortAttr {
 	}
 }
 
+var _ Port = (*CablePort)(nil)
+
 // CablePort is one end of a Cable: a Port whose attributes the test sets.
 type CablePort struct {
 	name string

@@ -272,8 +272,18 @@ func (l *Link) check(a *PortAttr, b []byte) *link.Packet {
 		c.RxMalformed.Add(1)
 		return nil
 	}
-	if !wire.VerifyVCRC(b) {
+	// ParseIB checks the VCRC, the headers, the ICRC and the transport
+	// (each CRC is computed once per packet: they are the costly part).
+	pkt, err := wire.ParseIB(b)
+	switch {
+	case errors.Is(err, wire.ErrVCRC):
 		c.RxBadVCRC.Add(1)
+		return nil
+	case errors.Is(err, wire.ErrICRC):
+		c.RxBadICRC.Add(1)
+		return nil
+	case err != nil:
+		c.RxMalformed.Add(1)
 		return nil
 	}
 	dlid := lrh.DLID()
@@ -282,15 +292,6 @@ func (l *Link) check(a *PortAttr, b []byte) *link.Packet {
 	multicast := dlid >= MulticastLIDMin && dlid <= MulticastLIDMax
 	if !mine && !multicast && dlid != PermissiveLID {
 		c.RxBadDLID.Add(1)
-		return nil
-	}
-	pkt, err := wire.ParseIB(b)
-	switch {
-	case errors.Is(err, wire.ErrICRC):
-		c.RxBadICRC.Add(1)
-		return nil
-	case err != nil:
-		c.RxMalformed.Add(1)
 		return nil
 	}
 	tp := pkt.Transport()

@@ -22,6 +22,9 @@ import (
 )
 
 // Port is the far side of an InfiniBand HCA port: the subnet it is cabled to.
+//
+// Link calls Send with frames it reuses once Send returns, so a Port must
+// not keep the slices (Cable copies them). Start is called once.
 type Port interface {
 	// Send transmits whole IB packets (LRH through VCRC, sealed).
 	Send(pkts [][]byte) error
