@@ -59,8 +59,9 @@ type DataStats struct {
 	// BadSL: the SL maps to VL15 or to a VL the port does not operate
 	// (PortXmitDiscards).
 	BadSL uint64
-	// PKey: partition enforcement refused the packet's P_Key
-	// (PortRcvConstraintErrors inbound, PortXmitConstraintErrors outbound).
+	// PKey: partition enforcement refused the packet's P_Key, or raw
+	// filtering a raw packet (PortRcvConstraintErrors inbound,
+	// PortXmitConstraintErrors outbound).
 	PKey uint64
 	// NoHCA: arrived at a CA port with no started HCA connected.
 	NoHCA uint64
@@ -418,8 +419,10 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []
 	}
 	lrh := wire.LRH(pkt)
 	bth := bthOf(pkt)
+	raw := lrh.LNH() < wire.LNHIBALocal
 	checkPKey := !onVL15 && bth != nil
-	if checkPKey && in.pi.PartitionEnforcementInbound && !pkeyMatch(in.pkeys, uint16(bth.PKey())) {
+	if checkPKey && in.pi.PartitionEnforcementInbound && !pkeyMatch(in.pkeys, uint16(bth.PKey())) ||
+		raw && in.pi.FilterRawInbound {
 		in.cnt.rcvConstraintErrors++
 		st.pkey.Add(1)
 		return out
@@ -489,7 +492,8 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []
 				continue
 			}
 		}
-		if checkPKey && eg.pi.PartitionEnforcementOutbound && !pkeyMatch(eg.pkeys, uint16(bth.PKey())) {
+		if checkPKey && eg.pi.PartitionEnforcementOutbound && !pkeyMatch(eg.pkeys, uint16(bth.PKey())) ||
+			raw && eg.pi.FilterRawOutbound {
 			eg.cnt.xmitConstraintErrors++
 			st.pkey.Add(1)
 			continue

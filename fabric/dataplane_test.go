@@ -587,6 +587,21 @@ func TestDrops(t *testing.T) {
 			t.Fatalf("P_Key %#x: changed", k)
 		}
 	}
+	// A raw packet (LNH 0: no BTH, no P_Key) passes partition
+	// enforcement; with FilterRawInbound set it is dropped.
+	raw := make([]byte, wire.LRHLen+16+wire.VCRCLen)
+	(&wire.LRHFields{LNH: wire.LNHRaw, DLID: h2.lid, SLID: h1.lid, PktLen: uint16((len(raw) - wire.VCRCLen) / 4)}).Encode(wire.LRH(raw))
+	copy(raw[wire.LRHLen:], "a raw IB packet.")
+	wire.SealVCRC(raw)
+	h1.send(t, raw)
+	if got := h2.expect(t, 1)[0]; !bytes.Equal(got, raw) {
+		t.Fatal("raw packet changed")
+	}
+	pi.FilterRawInbound = true
+	pi.Encode(pib)
+	dn.sm.drOK(path(1), mad.MethodSet, mad.SMAttrPortInfo, 1, pib)
+	step("raw packet filtered inbound", func(s DataStats) uint64 { return s.PKey }, "Switch1", 1,
+		func(c counters) uint64 { return c.rcvConstraintErrors }, func() { h1.send(t, raw) })
 	// Outbound enforcement on Switch2's port 1 (toward Hca2).
 	pi, _ = mad.ParsePortInfo(dn.sm.drOK(path(1, 3), mad.MethodGet, mad.SMAttrPortInfo, 1, nil))
 	pi.PartitionEnforcementOutbound, pi.PortState = true, mad.PortStateNoChange
@@ -935,4 +950,59 @@ func TestIBLinkOverFabric(t *testing.T) {
 	if st := f.DataStats(); st.Delivered != 2 || st.Forwarded != 4 {
 		t.Errorf("stats %+v", st)
 	}
+}
+
+// TestVL15Dropped: VL15 has no credits; a port whose VL15 buffer is full
+// (its HCA is not reading) drops what arrives on VL15, counting
+// VL15Dropped, where data VLs would hold the sender back.
+func TestVL15Dropped(t *testing.T) {
+	dn := sweepData(t, readFile(t, "testdata/net.2sw2path4hca"), "Hca1")
+	h1 := dn.hcas["Hca1"]
+	p2, err := dn.f.ConnectHCA(dn.f.NodeByName("Hca2"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	lid2 := dn.sn.caPorts[dn.f.NodeByName("Hca2").PortGUID(1)].lid
+	entered := make(chan int, 1)
+	gate := make(chan struct{})
+	var got atomic.Int64
+	p2.Start(func(pkts [][]byte) {
+		select {
+		case entered <- len(pkts):
+		default:
+		}
+		<-gate
+		got.Add(int64(len(pkts)))
+	})
+	released := false
+	defer func() {
+		if !released {
+			close(gate)
+		}
+	}()
+	h1.send(t, pkt(t, h1.lid, lid2, 0, 15, 0xFFFF, 0, 8))
+	if n := <-entered; n != 1 {
+		t.Fatalf("first batch of %d", n)
+	}
+	before := dn.cnt("Hca2", 1).vl15Dropped
+	// One at a time, each to the last link before the next (a burst
+	// would overflow the two-packet VL15 buffers on the way too).
+	last := dn.f.NodeByName("Switch2").port(1).dp.tx
+	sent0 := last.Stats().Sent[15]
+	for i := range 10 {
+		h1.send(t, pkt(t, h1.lid, lid2, 0, 15, 0xFFFF, uint32(i+1), 8))
+		waitFor(t, "the packet on the last link", func() bool { return last.Stats().Sent[15] == sent0+uint64(i)+1 })
+	}
+	// Two fit the port's VL15 buffer; the other eight are dropped there.
+	waitFor(t, "VL15 drops at Hca2", func() bool { return dn.cnt("Hca2", 1).vl15Dropped-before == 8 })
+	data := make([]byte, 64)
+	data[1] = 1
+	r := dn.sm.lidReq(lid2, mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCounters, 0, data)
+	if pc, _ := mad.ParsePortCounters(r.MAD[mad.PerfDataOffset:]); pc.VL15Dropped != 8 {
+		t.Errorf("PMA VL15Dropped %d, want 8", pc.VL15Dropped)
+	}
+	released = true
+	close(gate)
+	waitFor(t, "the three VL15 packets kept", func() bool { return got.Load() == 3 })
 }

@@ -269,7 +269,11 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 				LifeTimeValue:                  0x10,
 				LIDsPerPort:                    0,
 				PartitionEnforcementCap:        pkeyCapSwitch,
-				EnhancedPort0:                  n.esp0,
+				// The data plane enforces partitions and filters raw
+				// packets (dataplane.go).
+				InboundEnforcementCap: true, OutboundEnforcementCap: true,
+				FilterRawInboundCap: true, FilterRawOutboundCap: true,
+				EnhancedPort0: n.esp0,
 			},
 			lft: make([]uint8, linearFDBCap),
 			mft: make([][]uint16, multicastFDBCap),
