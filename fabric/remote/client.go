@@ -214,7 +214,8 @@ func (p *Port) Start(recv func(pkts [][]byte)) error {
 }
 
 // Send writes whole IB packets to the fabric, in one write. It blocks
-// while the connection does (the fabric's credits push back through it).
+// while the connection does (the fabric's credits push back through it),
+// until the packets are written or the connection is lost or closed.
 // Packets too short or too long for an IB packet are dropped and counted.
 func (p *Port) Send(pkts [][]byte) error {
 	if p.lost.Load() {
@@ -252,9 +253,11 @@ func (p *Port) isClosed() bool {
 	return p.closed
 }
 
-// write sends encoded frames under p.wmu; a failure loses the connection.
+// write sends encoded frames under p.wmu; a failure loses the
+// connection. It has no deadline: it blocks while the fabric pushes back,
+// however long; a server that is gone is found by the reader (silence),
+// which closes the connection and so ends the write.
 func (p *Port) write(b []byte) error {
-	p.conn.SetWriteDeadline(time.Now().Add(3 * p.ka))
 	if _, err := p.conn.Write(b); err != nil {
 		p.conn.Close()
 		if p.isClosed() {
@@ -368,7 +371,10 @@ func (p *Port) keepAlive() {
 
 // Close detaches the port (the server disconnects it from the fabric; its
 // link stays up unless the server runs with DownOnDetach), stops the
-// port's goroutines and waits for them.
+// port's goroutines and waits for them. A Send blocked on the fabric's
+// backpressure fails; the detach cannot follow it (the stream may hold
+// part of a frame), so the server then sees the client die and takes the
+// link down.
 func (p *Port) Close() error {
 	return p.close(true)
 }
@@ -383,12 +389,22 @@ func (p *Port) close(detach bool) error {
 	}
 	p.closed = true
 	p.mu.Unlock()
-	if detach && !p.lost.Load() {
-		p.wmu.Lock()
-		p.conn.SetWriteDeadline(time.Now().Add(p.ka))
-		_, err := p.conn.Write(appendFrame(nil, frameDetach, nil))
+	if detach {
+		if !p.lockSoon(50 * time.Millisecond) {
+			// A Send is blocked on the fabric's backpressure: interrupt
+			// it. It may have written part of a frame, so no detach can
+			// follow: the server sees the port's client die.
+			p.conn.SetWriteDeadline(time.Unix(1, 0))
+			p.wmu.Lock()
+			detach = false
+		}
+		var err error
+		if detach && !p.lost.Load() {
+			p.conn.SetWriteDeadline(time.Now().Add(p.ka))
+			_, err = p.conn.Write(appendFrame(nil, frameDetach, nil))
+		}
 		p.wmu.Unlock()
-		if err == nil {
+		if detach && err == nil {
 			// The server closes the connection after a detach: wait for
 			// that (bounded), so that closing does not reset the stream
 			// before the server has read the detach.
@@ -405,6 +421,18 @@ func (p *Port) close(detach bool) error {
 	p.wg.Wait()
 	p.NotifyAttr(nil)
 	return nil
+}
+
+// lockSoon takes p.wmu if it is free within d.
+func (p *Port) lockSoon(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !p.wmu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // Stats returns the port's counters.

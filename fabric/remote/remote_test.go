@@ -574,3 +574,92 @@ func TestBadFrames(t *testing.T) {
 		t.Errorf("bad frames %d, want 4", st.BadFrames)
 	}
 }
+
+// TestBackpressure: a receiver that stops reading backs the traffic up
+// through the fabric's credits and both connections to the sender, whose
+// Send blocks; nothing is dropped, and when the receiver reads again every
+// packet arrives, in order.
+//
+// A unix socket's buffers are fixed (a few hundred KiB); TCP's grow to
+// several MiB on loopback, which would only take more packets to fill.
+func TestBackpressure(t *testing.T) {
+	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
+	a := dial(t, s.addr, "Hca1", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	pb, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca2", 1)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pb.Close() })
+	gate := make(chan struct{})
+	seqs := make(chan uint32, 1<<16)
+	if err := pb.Start(func(pkts [][]byte) {
+		<-gate
+		for _, p := range pkts {
+			seqs <- binary.BigEndian.Uint32(p[wire.LRHLen+wire.BTHLen:])
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sm := newSM(t, s.f, "Hca3", 1)
+	sn := sm.sweep()
+	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
+	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	waitFor(t, "both ACTIVE", func() bool {
+		return a.p.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
+	})
+
+	const n = 10000 // about 3 MB: more than the sockets and the lanes hold
+	sendErr := make(chan error, 1)
+	go func() {
+		batch := make([][]byte, 0, 32)
+		for i := 0; i < n; {
+			batch = batch[:0]
+			for ; len(batch) < cap(batch) && i < n; i++ {
+				batch = append(batch, ibPacket(t, lidA, lidB, uint32(i), 256))
+			}
+			if err := a.p.Send(batch); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	// The sender stalls short of n.
+	last, still := uint64(0), 0
+	deadline := time.Now().Add(20 * time.Second)
+	for still < 4 {
+		time.Sleep(50 * time.Millisecond)
+		sent := a.p.Stats().Sent
+		switch {
+		case sent >= n:
+			t.Fatalf("all %d packets sent to a receiver that does not read: no backpressure", n)
+		case time.Now().After(deadline):
+			t.Fatalf("the sender neither stalls nor finishes (%d sent)", sent)
+		case sent == last:
+			still++
+		default:
+			last, still = sent, 0
+		}
+	}
+	t.Logf("sender stalled after %d packets", last)
+	close(gate)
+	for i := range uint32(n) {
+		select {
+		case got := <-seqs:
+			if got != i {
+				t.Fatalf("packet %d arrived as number %d", got, i)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of %d packets arrived", i, n)
+		}
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
+	}
+	st := s.f.DataStats()
+	if st.Injected != n || st.Delivered != n || st.Malformed+st.NoRoute+st.Inactive+st.BadSL+st.NoHCA != 0 {
+		t.Errorf("fabric: %+v", st)
+	}
+}

@@ -50,8 +50,7 @@ type Config struct {
 	Network, Addr string
 	// KeepAlive is the interval at which each side sends a keep-alive
 	// frame (default DefaultKeepAlive); a client silent for three
-	// intervals is dead. A write that cannot finish in three intervals
-	// also ends the session.
+	// intervals is dead.
 	KeepAlive time.Duration
 	// DownOnDetach takes a port's link down also when its client detaches
 	// on purpose (Close). Without it only a client that dies (its
@@ -239,6 +238,7 @@ type session struct {
 
 	done   chan struct{}
 	attrCh chan struct{}
+	live   bool // attached: writes have no deadline (under wmu)
 }
 
 // abort ends the session from outside its reader: the connection is
@@ -257,9 +257,15 @@ func (ss *session) abort() {
 func (ss *session) deadline() time.Time { return time.Now().Add(3 * ss.s.cfg.KeepAlive) }
 
 // write sends frames already encoded; an error closes the connection, so
-// the reader ends the session.
+// the reader ends the session. Before the port is attached a write has
+// three keep-alive intervals; after, none: a write blocks while the client
+// does not read, which is the backpressure of a slow HCA, and a client
+// that is gone is found by the reader (silence), which closes the
+// connection and so ends the write.
 func (ss *session) write(b []byte) error {
-	ss.conn.SetWriteDeadline(ss.deadline())
+	if !ss.live {
+		ss.conn.SetWriteDeadline(ss.deadline())
+	}
 	if _, err := ss.conn.Write(b); err != nil {
 		ss.conn.Close()
 		return err
@@ -426,6 +432,10 @@ func (ss *session) keepAlive() {
 // connection, or the server's Close.
 func (ss *session) serve(br *bufio.Reader) {
 	s := ss.s
+	ss.wmu.Lock()
+	ss.live = true
+	ss.conn.SetWriteDeadline(time.Time{})
+	ss.wmu.Unlock()
 	if err := ss.hca.Start(ss.deliver); err != nil {
 		ss.hca.Close()
 		return
