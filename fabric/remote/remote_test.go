@@ -663,3 +663,65 @@ func TestBackpressure(t *testing.T) {
 		t.Errorf("fabric: %+v", st)
 	}
 }
+
+// TestCloseBlockedSend: Close of a port whose Send is blocked on the
+// fabric's backpressure returns, the Send fails with ErrClosed, and the
+// server, which cannot get a detach through the interrupted stream, takes
+// the port down as for a death.
+func TestCloseBlockedSend(t *testing.T) {
+	// The server notices the client's end at its next keep-alive write
+	// (its reader is blocked in the fabric): keep the interval short.
+	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock"), KeepAlive: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pa, err := (&Dialer{Logger: quiet, KeepAlive: 100 * time.Millisecond}).Dial(ctx, s.addr, "Hca1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := (&Dialer{Logger: quiet, KeepAlive: 100 * time.Millisecond}).Dial(ctx, s.addr, "Hca2", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate); pb.Close() })
+	if err := pb.Start(func([][]byte) { <-gate }); err != nil {
+		t.Fatal(err)
+	}
+	sm := newSM(t, s.f, "Hca3", 1)
+	sn := sm.sweep()
+	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
+	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	waitFor(t, "both ACTIVE", func() bool {
+		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
+	})
+	sendErr := make(chan error, 1)
+	go func() {
+		batch := [][]byte{ibPacket(t, lidA, lidB, 1, 1000)}
+		for range 100000 { // far more than the path holds; bounded
+			if err := pa.Send(batch); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	last, still := uint64(0), 0
+	for still < 4 {
+		time.Sleep(50 * time.Millisecond)
+		if sent := pa.Stats().Sent; sent != last {
+			last, still = sent, 0
+		} else {
+			still++
+		}
+	}
+	if err := pa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sendErr; !errors.Is(err, ErrClosed) {
+		t.Errorf("the blocked Send: %v, want ErrClosed", err)
+	}
+	waitFor(t, "the server to end the session", func() bool { return s.srv.Stats().Died == 1 })
+	if pi := portInfo(t, s.f, "Hca1"); pi.PortState != mad.PortStateDown {
+		t.Errorf("Hca1: state %d, want DOWN", pi.PortState)
+	}
+}
