@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -723,5 +724,84 @@ func TestCloseBlockedSend(t *testing.T) {
 	waitFor(t, "the server to end the session", func() bool { return s.srv.Stats().Died == 1 })
 	if pi := portInfo(t, s.f, "Hca1"); pi.PortState != mad.PortStateDown {
 		t.Errorf("Hca1: state %d, want DOWN", pi.PortState)
+	}
+}
+
+// TestClientBadFrames: a server's malformed or unexpected frames are
+// dropped and counted by the client, which goes on; packets before Start
+// are dropped and counted.
+func TestClientBadFrames(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	good := ibPacket(t, 1, 2, 5, 50)
+	step := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		if typ, _, _, err := readFrame(c, nil); err != nil || typ != frameAttach {
+			served <- fmt.Errorf("attach: %d %v", typ, err)
+			return
+		}
+		a := sampleAttr()
+		w := appendFrame(nil, frameAttached, appendAttr(nil, &a))
+		w = appendFrame(w, framePacket, good) // before Start
+		if _, err := c.Write(w); err != nil {
+			served <- err
+			return
+		}
+		<-step
+		w = appendFrame(nil, 42, nil)
+		w = appendFrame(w, frameAttr, []byte{1, 2, 3})
+		w = appendFrame(w, framePacket, []byte{1})
+		w = appendFrame(w, frameAttach, nil)
+		w = appendFrame(w, framePacket, good)
+		_, err = c.Write(w)
+		served <- err
+		readFrame(c, nil) // the detach; then close, as the server does
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := (&Dialer{Logger: quiet}).Dial(ctx, ln.Addr().String(), "Hca1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if a := p.Attr(); !reflect.DeepEqual(a, sampleAttr()) {
+		t.Errorf("attributes %+v", a)
+	}
+	waitFor(t, "the packet before Start counted", func() bool { return p.Stats().NotStarted == 1 })
+	got := make(chan []byte, 4)
+	if err := p.Start(func(pkts [][]byte) {
+		for _, b := range pkts {
+			got <- bytes.Clone(b)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(step)
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, good) {
+			t.Error("the good packet changed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the good packet did not arrive")
+	}
+	if st := p.Stats(); st.BadFrames != 4 || st.Received != 1 {
+		t.Errorf("stats %+v, want 4 bad frames and 1 packet", st)
+	}
+	if err := p.Start(func([][]byte) {}); !errors.Is(err, ib.ErrStarted) {
+		t.Errorf("second Start: %v", err)
 	}
 }
