@@ -805,3 +805,26 @@ func TestClientBadFrames(t *testing.T) {
 		t.Errorf("second Start: %v", err)
 	}
 }
+
+// TestUnixSocketReuse: a second server on a live server's socket fails; a
+// socket file left behind by a server that is gone is replaced.
+func TestUnixSocketReuse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fabric.sock")
+	s := serve(t, Config{Network: "unix", Addr: path})
+	if srv, err := NewServer(s.f, Config{Network: "unix", Addr: path, Logger: quiet}); err == nil {
+		srv.Close()
+		t.Fatal("a second server took a live server's socket")
+	}
+	// A stale socket: a listener whose file stays when it closes.
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path + ".old", Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	srv, err := NewServer(s.f, Config{Network: "unix", Addr: path + ".old", Logger: quiet})
+	if err != nil {
+		t.Fatalf("stale socket: %v", err)
+	}
+	srv.Close()
+}

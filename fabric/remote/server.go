@@ -117,9 +117,13 @@ func NewServer(f *fabric.Fabric, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Network == "unix" {
-		// A socket file left by a server that died: remove it, as ibsim
-		// and most daemons do, but only if it is a socket.
+		// A socket file left by a server that died: remove it, but only
+		// if it is a socket and nothing answers on it.
 		if fi, err := os.Lstat(cfg.Addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if c, err := net.DialTimeout("unix", cfg.Addr, time.Second); err == nil {
+				c.Close()
+				return nil, fmt.Errorf("remote: %s: a server already listens there", cfg.Addr)
+			}
 			os.Remove(cfg.Addr)
 		}
 	}
