@@ -61,3 +61,38 @@ func BenchmarkSendReceive(b *testing.B) {
 		})
 	}
 }
+
+// TestNoAllocs: framing a packet, checking it and delivering it allocate
+// nothing once the pools are warm.
+func TestNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
+	}
+	rx := &fakePort{attr: testAttr()}
+	lb, _ := New(rx)
+	defer lb.Close()
+	if err := lb.Start(link.HandlerFunc(func([]*link.Packet) {})); err != nil {
+		t.Fatal(err)
+	}
+	la, _ := New(&wirePort{fakePort: fakePort{attr: DefaultAttr(0x50, 1)}, to: rx})
+	defer la.Close()
+	p := link.Get()
+	defer link.Put(p)
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, PKey: 0xFFFF, DestQP: 9}}
+	n, err := wire.Build(p.Buf, &h, make([]byte, 1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.N, p.IB = n, link.IBAddr{DLID: 0x40}
+	batch := []*link.Packet{p}
+	if a := testing.AllocsPerRun(1000, func() {
+		if err := la.Send(batch); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("%v allocations per packet", a)
+	}
+	if rx, tx := lb.Stats().RxPackets, la.Stats().TxPackets; rx != tx || rx < 1000 {
+		t.Errorf("%d packets sent, %d received", tx, rx)
+	}
+}
