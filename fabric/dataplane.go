@@ -631,8 +631,23 @@ type hcaPort struct {
 	notify func()
 	last   ib.PortAttr // what the last notification reported
 
-	recvMu sync.Mutex // held while recv runs
+	recvMu sync.Mutex  // held while recv runs
+	inRecv atomic.Bool // recv is running: Send must not wait
+
+	// The HCA's transmit queues, one per VL, each drained into the link
+	// by a goroutine of its own (txLane): Send returns once a packet is
+	// queued, so that the HCA's receive path, which sends
+	// acknowledgements and responses, never waits for credits.
+	txMu     sync.Mutex
+	txq      [16][][]byte
+	txQueued [16]int       // packets queued or being sent, per VL
+	txRoom   chan struct{} // closed when a lane makes room (made by a waiter)
+	txWake   [16]chan struct{}
 }
+
+// hcaQueueLen is how many packets a VL of an HCA's transmit queue holds
+// before Send waits (unless called from the HCA's receive function).
+const hcaQueueLen = 256
 
 // ConnectHCA attaches an HCA (a softrdma device's InfiniBand port, through
 // link/ib) at CA port port of node n, starting the fabric's data plane if
@@ -668,7 +683,74 @@ func (f *Fabric) ConnectHCA(n *Node, port int) (ib.Port, error) {
 	h := &hcaPort{f: f, dp: dp, p: p, ctx: ctx, cancel: cancel}
 	h.last = h.attrLocked()
 	p.dp.hca = h
+	if tx := p.dp.tx; tx != nil {
+		for v := range tx.DataVLs() {
+			h.txWake[v] = make(chan struct{}, 1)
+			dp.wg.Add(1)
+			go h.txLane(tx, uint8(v))
+		}
+	}
 	return h, nil
+}
+
+// txLane moves lane v of the HCA's transmit queue into the link, waiting
+// for credits there.
+func (h *hcaPort) txLane(tx *vl.Link, v uint8) {
+	defer h.dp.wg.Done()
+	for {
+		h.txMu.Lock()
+		if len(h.txq[v]) == 0 {
+			h.txMu.Unlock()
+			select {
+			case <-h.txWake[v]:
+				continue
+			case <-h.ctx.Done():
+				return
+			}
+		}
+		pkt := h.txq[v][0]
+		h.txq[v][0] = nil
+		h.txq[v] = h.txq[v][1:]
+		h.txMu.Unlock()
+		err := tx.Send(h.ctx, v, pkt)
+		h.txMu.Lock()
+		h.txQueued[v]--
+		if h.txRoom != nil {
+			close(h.txRoom)
+			h.txRoom = nil
+		}
+		h.txMu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// enqueue puts pkt on lane v of the transmit queue, waiting for room
+// unless the HCA's receive function is running.
+func (h *hcaPort) enqueue(v uint8, pkt []byte) error {
+	h.txMu.Lock()
+	for h.txQueued[v] >= hcaQueueLen && !h.inRecv.Load() {
+		if h.txRoom == nil {
+			h.txRoom = make(chan struct{})
+		}
+		ch := h.txRoom
+		h.txMu.Unlock()
+		select {
+		case <-ch:
+		case <-h.ctx.Done():
+			return h.ctx.Err()
+		}
+		h.txMu.Lock()
+	}
+	h.txq[v] = append(h.txq[v], pkt)
+	h.txQueued[v]++
+	h.txMu.Unlock()
+	select {
+	case h.txWake[v] <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // attrLocked reads the port's attributes from the SMA's state. It runs
@@ -729,15 +811,22 @@ func (h *hcaPort) deliver(recv func([][]byte), batch [][]byte) {
 	if h.closed.Load() {
 		return
 	}
+	h.inRecv.Store(true)
+	defer h.inRecv.Store(false)
 	recv(batch)
 }
 
 // Send puts whole IB packets on the port's link, each on the VL its LRH
 // names, after the checks of a transmitting port (link version, VL15 only
 // for QP0, the VL operational, the port ACTIVE for data); a packet that
-// fails them is dropped and counted, not an error. Send blocks while the
-// lane has no room (the fabric copies the packets) and fails with
-// ErrClosed once the port or the fabric is closed.
+// fails them is dropped and counted, not an error. The fabric copies the
+// packets into the HCA's transmit queue, one per VL, which goroutines
+// drain into the link as its credits allow. Send blocks while the VL's
+// queue holds hcaQueueLen packets, except when called from the port's
+// receive function (an HCA answering what it receives must not wait on
+// the subnet, or two HCAs streaming at each other would deadlock once the
+// buffers between them are full). It fails with ErrClosed once the port
+// or the fabric is closed.
 func (h *hcaPort) Send(pkts [][]byte) error {
 	st := &h.dp.stats
 	for _, b := range pkts {
@@ -780,7 +869,13 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 		if !ok {
 			continue
 		}
-		if err := tx.Send(h.ctx, v, cp); err != nil {
+		var err error
+		if v == vl.VL15 {
+			err = tx.Send(h.ctx, v, cp) // never waits
+		} else {
+			err = h.enqueue(v, cp)
+		}
+		if err != nil {
 			return fmt.Errorf("%w (%w): %w", ErrClosed, ib.ErrClosed, err)
 		}
 	}
