@@ -129,18 +129,12 @@ func (d *Dialer) Dial(ctx context.Context, addr, node string, port int) (*Port, 
 		return fail(ctx.Err())
 	}
 	conn.SetDeadline(time.Time{})
-	p := &Port{conn: conn, br: br, ka: ka, log: log, name: fmt.Sprintf("%s/%d@%s", node, port, addr),
-		done: make(chan struct{}), readerDone: make(chan struct{})}
-	p.attr.Store(&a)
-	p.wg.Add(2)
-	go p.reader()
-	go p.keepAlive()
-	return p, nil
+	return newPort(conn, br, ka, log, fmt.Sprintf("%s/%d@%s", node, port, addr), &a), nil
 }
 
 // PortStats counts a remote port's traffic.
 type PortStats struct {
-	Sent       uint64 // packets written to the server
+	Sent       uint64 // packets Send accepted for the server
 	Received   uint64 // packets handed to the receive function
 	NotStarted uint64 // packets that arrived before Start, dropped
 	SendBad    uint64 // packets Send dropped: shorter than an LRH and VCRC, or longer than ib.MaxFrame
@@ -148,10 +142,22 @@ type PortStats struct {
 	AttrUpdate uint64 // attribute updates received
 }
 
+// maxQueued is how many bytes of frames Send lets wait for the writer
+// before it waits itself (unless called from the receive function).
+const maxQueued = 256 << 10
+
 // Port is an HCA port of a fabric in another process, attached with Dial.
 // It implements ib.Port. When the connection is lost its attributes turn
 // to DOWN (NotifyAttr's function is called) and Send fails with an error
 // wrapping ErrDisconnected.
+//
+// Frames go out through one writer goroutine. Send queues its packets and
+// waits while more than maxQueued bytes are queued, which is how the
+// fabric's backpressure reaches the caller; called from the port's receive
+// function it never waits (a device answering what it receives must not
+// stop its port's reader: two devices streaming at each other would
+// deadlock once every buffer between them is full), as the fabric's own
+// ports do.
 type Port struct {
 	conn net.Conn
 	br   *bufio.Reader
@@ -162,20 +168,36 @@ type Port struct {
 	attr   atomic.Pointer[ib.PortAttr]
 	notify atomic.Pointer[func()]
 	recv   atomic.Pointer[func([][]byte)]
+	inRecv atomic.Bool
 
-	wmu  sync.Mutex // one frame batch at a time on conn
-	wbuf []byte
+	qmu           sync.Mutex // guards the fields below
+	qcond         *sync.Cond // the queue shrank or the state changed
+	queue         [][]byte   // encoded frames waiting for the writer
+	queued        int        // bytes in queue
+	started       bool
+	closed        bool
+	detachPending bool // Close queued a detach: close detachWritten once it is out
 
-	mu      sync.Mutex // guards started, closed
-	started bool
-	closed  bool
-	lost    atomic.Bool
-
-	done       chan struct{}
-	readerDone chan struct{}
-	wg         sync.WaitGroup
+	lost          atomic.Bool
+	wake          chan struct{} // cap 1: the writer has work
+	detachWritten chan struct{}
+	done          chan struct{}
+	readerDone    chan struct{}
+	wg            sync.WaitGroup
 
 	sent, received, notStarted, sendBad, badFrames, attrUpdates atomic.Uint64
+}
+
+func newPort(conn net.Conn, br *bufio.Reader, ka time.Duration, log *slog.Logger, name string, a *ib.PortAttr) *Port {
+	p := &Port{conn: conn, br: br, ka: ka, log: log, name: name,
+		wake: make(chan struct{}, 1), detachWritten: make(chan struct{}),
+		done: make(chan struct{}), readerDone: make(chan struct{})}
+	p.qcond = sync.NewCond(&p.qmu)
+	p.attr.Store(a)
+	p.wg.Add(2)
+	go p.reader()
+	go p.writer()
+	return p
 }
 
 // String names the port: node/port@address.
@@ -198,8 +220,8 @@ func (p *Port) NotifyAttr(f func()) {
 // batches (the slices are valid only during the call; recv must not call
 // Close); packets that arrive before Start are dropped and counted.
 func (p *Port) Start(recv func(pkts [][]byte)) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
 	switch {
 	case p.closed:
 		return fmt.Errorf("%w: %v", ErrClosed, p)
@@ -213,20 +235,13 @@ func (p *Port) Start(recv func(pkts [][]byte)) error {
 	return nil
 }
 
-// Send writes whole IB packets to the fabric, in one write. It blocks
-// while the connection does (the fabric's credits push back through it),
-// until the packets are written or the connection is lost or closed.
+// Send queues whole IB packets for the fabric (it copies them: the caller
+// may reuse the slices when Send returns) and waits while the queue holds
+// more than maxQueued bytes: the fabric's credits push back through the
+// connection to here. Called from the receive function it does not wait.
 // Packets too short or too long for an IB packet are dropped and counted.
 func (p *Port) Send(pkts [][]byte) error {
-	if p.lost.Load() {
-		return fmt.Errorf("%w: %v", ErrDisconnected, p)
-	}
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	if p.isClosed() {
-		return fmt.Errorf("%w: %v", ErrClosed, p)
-	}
-	b := p.wbuf[:0]
+	var b []byte
 	n := 0
 	for _, pkt := range pkts {
 		if len(pkt) < 10 || len(pkt) > maxPacket {
@@ -236,42 +251,91 @@ func (p *Port) Send(pkts [][]byte) error {
 		b = appendFrame(b, framePacket, pkt)
 		n++
 	}
-	p.wbuf = b
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if err := p.stateErr(); err != nil {
+		return err
+	}
 	if n == 0 {
 		return nil
 	}
-	if err := p.write(b); err != nil {
-		return err
-	}
+	p.enqueue(b)
 	p.sent.Add(uint64(n))
-	return nil
+	for p.queued > maxQueued && !p.inRecv.Load() && p.stateErr() == nil {
+		p.qcond.Wait()
+	}
+	return p.stateErr()
 }
 
-func (p *Port) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
-}
-
-// write sends encoded frames under p.wmu; a failure loses the
-// connection. It has no deadline: it blocks while the fabric pushes back,
-// however long; a server that is gone is found by the reader (silence),
-// which closes the connection and so ends the write.
-func (p *Port) write(b []byte) error {
-	if _, err := p.conn.Write(b); err != nil {
-		p.conn.Close()
-		if p.isClosed() {
-			return fmt.Errorf("%w: %v", ErrClosed, p)
-		}
-		return fmt.Errorf("%w: %v: %w", ErrDisconnected, p, err)
+// stateErr is the error Send returns in the port's state (under qmu).
+func (p *Port) stateErr() error {
+	switch {
+	case p.closed:
+		return fmt.Errorf("%w: %v", ErrClosed, p)
+	case p.lost.Load():
+		return fmt.Errorf("%w: %v", ErrDisconnected, p)
 	}
 	return nil
 }
 
-func (p *Port) writeFrame(typ byte) error {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	return p.write(appendFrame(nil, typ, nil))
+// enqueue hands frames to the writer (under qmu).
+func (p *Port) enqueue(b []byte) {
+	p.queue = append(p.queue, b)
+	p.queued += len(b)
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer writes what Send and Close queue, and a keep-alive every
+// interval, until the port is closed or the connection lost. Its writes
+// have no deadline: a write that does not finish is backpressure, and a
+// server that is gone is found by the reader (silence), which closes the
+// connection and so ends the write.
+func (p *Port) writer() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.ka)
+	defer t.Stop()
+	keepAlive := appendFrame(nil, frameKeepAlive, nil)
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+			p.qmu.Lock()
+			p.enqueue(keepAlive)
+			p.qmu.Unlock()
+		case <-p.wake:
+		}
+		for {
+			p.qmu.Lock()
+			bufs := p.queue
+			p.queue = nil
+			p.qmu.Unlock()
+			if len(bufs) == 0 {
+				break
+			}
+			total := 0
+			for _, b := range bufs {
+				total += len(b)
+			}
+			nb := net.Buffers(bufs)
+			_, err := nb.WriteTo(p.conn)
+			p.qmu.Lock()
+			p.queued -= total
+			if err == nil && p.detachPending && len(p.queue) == 0 {
+				p.detachPending = false
+				close(p.detachWritten)
+			}
+			p.qcond.Broadcast()
+			p.qmu.Unlock()
+			if err != nil {
+				p.lose(err)
+				return
+			}
+		}
+	}
 }
 
 // reader reads the server's frames until the connection ends.
@@ -318,7 +382,9 @@ func (p *Port) reader() {
 		}
 		if len(batch) > 0 {
 			if f := p.recv.Load(); f != nil {
+				p.inRecv.Store(true)
 				(*f)(batch)
+				p.inRecv.Store(false)
 				p.received.Add(uint64(len(batch)))
 			} else {
 				p.notStarted.Add(uint64(len(batch)))
@@ -329,13 +395,24 @@ func (p *Port) reader() {
 	if errors.Is(err, ErrBadFrame) {
 		p.badFrames.Add(1)
 	}
-	if p.isClosed() {
+	p.lose(err)
+}
+
+// lose ends the connection after err, unless the port is being closed:
+// the server went away, broke the stream or fell silent, and the cable is
+// as good as pulled. The attributes turn DOWN and the NotifyAttr function
+// is called; Send fails from now on.
+func (p *Port) lose(err error) {
+	p.qmu.Lock()
+	closed := p.closed
+	p.qmu.Unlock()
+	if closed || p.lost.Swap(true) {
 		return
 	}
-	// The server went away, broke the stream or fell silent: the cable
-	// is as good as pulled.
-	p.lost.Store(true)
 	p.conn.Close()
+	p.qmu.Lock()
+	p.qcond.Broadcast()
+	p.qmu.Unlock()
 	p.log.Warn("remote: connection to the fabric lost", "port", p.name, "err", err)
 	a := p.Attr()
 	a.State, a.PhysState = ib.StateDown, ib.PhysPolling
@@ -349,32 +426,13 @@ func (p *Port) setAttr(a *ib.PortAttr) {
 	}
 }
 
-// keepAlive sends a keep-alive frame every interval.
-func (p *Port) keepAlive() {
-	defer p.wg.Done()
-	t := time.NewTicker(p.ka)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-t.C:
-			if p.lost.Load() {
-				return
-			}
-			if p.writeFrame(frameKeepAlive) != nil {
-				return
-			}
-		}
-	}
-}
-
 // Close detaches the port (the server disconnects it from the fabric; its
 // link stays up unless the server runs with DownOnDetach), stops the
-// port's goroutines and waits for them. A Send blocked on the fabric's
-// backpressure fails; the detach cannot follow it (the stream may hold
-// part of a frame), so the server then sees the client die and takes the
-// link down.
+// port's goroutines and waits for them; a Send waiting on backpressure
+// fails with ErrClosed. If the writer cannot get the detach out within a
+// keep-alive interval (the fabric is pushing back), Close interrupts it:
+// the stream may then end inside a frame, and the server sees the client
+// die and takes the link down.
 func (p *Port) Close() error {
 	return p.close(true)
 }
@@ -382,57 +440,40 @@ func (p *Port) Close() error {
 // close ends the port; detach says whether to tell the server first (a
 // process that dies does not).
 func (p *Port) close(detach bool) error {
-	p.mu.Lock()
+	p.qmu.Lock()
 	if p.closed {
-		p.mu.Unlock()
+		p.qmu.Unlock()
 		return fmt.Errorf("%w: %v", ErrClosed, p)
 	}
 	p.closed = true
-	p.mu.Unlock()
+	detach = detach && !p.lost.Load()
 	if detach {
-		if !p.lockSoon(50 * time.Millisecond) {
-			// A Send is blocked on the fabric's backpressure: interrupt
-			// it. It may have written part of a frame, so no detach can
-			// follow: the server sees the port's client die.
-			p.conn.SetWriteDeadline(time.Unix(1, 0))
-			p.wmu.Lock()
-			detach = false
-		}
-		var err error
-		if detach && !p.lost.Load() {
-			p.conn.SetWriteDeadline(time.Now().Add(p.ka))
-			_, err = p.conn.Write(appendFrame(nil, frameDetach, nil))
-		}
-		p.wmu.Unlock()
-		if detach && err == nil {
-			// The server closes the connection after a detach: wait for
-			// that (bounded), so that closing does not reset the stream
-			// before the server has read the detach.
-			t := time.NewTimer(p.ka)
+		p.detachPending = true
+		p.enqueue(appendFrame(nil, frameDetach, nil))
+	}
+	p.qcond.Broadcast()
+	p.qmu.Unlock()
+	if detach {
+		t := time.NewTimer(p.ka)
+		select {
+		case <-p.detachWritten:
+			// The server closes the connection after a detach: wait
+			// for that (bounded), so that closing does not reset the
+			// stream before the server has read the detach.
 			select {
 			case <-p.readerDone:
 			case <-t.C:
 			}
-			t.Stop()
+		case <-t.C:
+			p.conn.SetWriteDeadline(time.Unix(1, 0))
 		}
+		t.Stop()
 	}
 	p.conn.Close()
 	close(p.done)
 	p.wg.Wait()
 	p.NotifyAttr(nil)
 	return nil
-}
-
-// lockSoon takes p.wmu if it is free within d.
-func (p *Port) lockSoon(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for !p.wmu.TryLock() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
 }
 
 // Stats returns the port's counters.
