@@ -828,3 +828,67 @@ func TestUnixSocketReuse(t *testing.T) {
 	}
 	srv.Close()
 }
+
+// TestSendFromRecv: Send called from the receive function does not wait,
+// even when the fabric pushes back (the peer does not read): the receive
+// function returns and the port's reader goes on. Sent from elsewhere, the
+// same packets would wait (TestBackpressure).
+func TestSendFromRecv(t *testing.T) {
+	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var ports [2]*Port
+	for i, name := range []string{"Hca1", "Hca2"} {
+		p, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, name, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	pa, pb := ports[0], ports[1]
+	gate := make(chan struct{})
+	t.Cleanup(func() {
+		close(gate)
+		pa.Close()
+		pb.Close()
+	})
+	if err := pa.Start(func([][]byte) { <-gate }); err != nil { // A does not read
+		t.Fatal(err)
+	}
+	sm := newSM(t, s.f, "Hca3", 1)
+	sn := sm.sweep()
+	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
+	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	waitFor(t, "both ACTIVE", func() bool {
+		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
+	})
+	var burst [][]byte
+	for i := range 2000 { // 8 MB: far more than the path to A holds
+		burst = append(burst, ibPacket(t, lidB, lidA, uint32(i), 4000))
+	}
+	returned := make(chan error, 1)
+	if err := pb.Start(func([][]byte) {
+		returned <- pb.Send(burst)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// One packet to B: its receive function sends the burst to A.
+	c, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca4", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hca4 := sn.caPorts[s.f.NodeByName("Hca4").PortGUID(1)]
+	waitFor(t, "Hca4 ACTIVE", func() bool { return c.Attr().State == ib.StateActive })
+	if err := c.Send([][]byte{ibPacket(t, hca4.lid, lidB, 0, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Send from the receive function waited")
+	}
+}
