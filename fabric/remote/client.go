@@ -126,6 +126,10 @@ func (d *Dialer) Dial(ctx context.Context, addr, node string, port int) (*Port, 
 		return fail(err)
 	}
 	if !stop() {
+		// Attached, but ctx ended meanwhile: detach, so that the server
+		// does not take the port for a dead client's.
+		conn.SetDeadline(time.Now().Add(ka))
+		conn.Write(appendFrame(nil, frameDetach, nil))
 		return fail(ctx.Err())
 	}
 	conn.SetDeadline(time.Time{})
