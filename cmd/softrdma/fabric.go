@@ -23,7 +23,7 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	sock := fs.String("s", "", "base of the unix socket names (ibsim's IBSIM_SOCKNAME; default $IBSIM_SOCKNAME or \"sim\")")
 	port := fs.Int("p", 0, "serve over UDP on this control port and the next 10 (ibsim -r -l PORT; clients set IBSIM_SERVER_NAME and IBSIM_SERVER_PORT)")
 	verbose := fs.Bool("v", false, "log every client's MADs that go nowhere (Debug)")
-	hca := fs.String("hca", remote.DefaultAddr, "serve the CA ports to softrdma devices in other processes and hosts at this TCP host:port,\n"+
+	hca := fs.String("hca", remote.DefaultAddr, "serve the CA ports to softrdma devices in other processes and hosts at `ADDR`: a TCP host:port,\n"+
 		"or a unix socket (unix:PATH, or a path with a slash); \"off\" serves none")
 	downOnDetach := fs.Bool("down-on-detach", false, "take a CA port's link down also when its device detaches on purpose (a device that dies always does)")
 	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-v] TOPOLOGY",
