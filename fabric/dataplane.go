@@ -533,8 +533,6 @@ func sl2vl(t [mad.SLToVLTableSize]byte, sl uint8) uint8 {
 // receives to the HCA connected there, in batches.
 func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 	defer dp.wg.Done()
-	done, cancel := context.WithCancel(context.Background())
-	cancel() // a done context: RecvAny then takes only what is there
 	batch := make([][]byte, 0, rxBatch)
 	ds := make([]vl.Delivery, 0, rxBatch)
 	var good [rxBatch]bool
@@ -546,7 +544,7 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 		batch = batch[:0]
 		ds = append(ds[:0], d)
 		for len(ds) < rxBatch {
-			if d, err = l.RecvAny(done); err != nil {
+			if d, err = l.RecvAny(doneCtx); err != nil { // only what is there
 				break
 			}
 			ds = append(ds, d)
@@ -726,10 +724,23 @@ func (h *hcaPort) txLane(tx *vl.Link, v uint8) {
 	}
 }
 
+// doneCtx is a context that is already done: vl.Link.Send with it queues
+// a packet only if the lane has room, without waiting.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // enqueue puts pkt on lane v of the transmit queue, waiting for room
-// unless the HCA's receive function is running.
-func (h *hcaPort) enqueue(v uint8, pkt []byte) error {
+// unless the HCA's receive function is running. With nothing queued on
+// the lane it goes straight into the link if the link's lane has room.
+func (h *hcaPort) enqueue(tx *vl.Link, v uint8, pkt []byte) error {
 	h.txMu.Lock()
+	if h.txQueued[v] == 0 && tx.Send(doneCtx, v, pkt) == nil {
+		h.txMu.Unlock()
+		return nil
+	}
 	for h.txQueued[v] >= hcaQueueLen && !h.inRecv.Load() {
 		if h.txRoom == nil {
 			h.txRoom = make(chan struct{})
@@ -873,7 +884,7 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 		if v == vl.VL15 {
 			err = tx.Send(h.ctx, v, cp) // never waits
 		} else {
-			err = h.enqueue(v, cp)
+			err = h.enqueue(tx, v, cp)
 		}
 		if err != nil {
 			return fmt.Errorf("%w (%w): %w", ErrClosed, ib.ErrClosed, err)
