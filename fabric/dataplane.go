@@ -93,6 +93,10 @@ type dataPort struct {
 	arbLimit        uint8
 	// Link counters already folded into the port's PMA counters.
 	waitsSeen, vl15DropSeen uint64
+	// triedFull counts an HCA's packets that tried the link's lane
+	// directly and found it full: the link counted a wait for each, which
+	// is not one (the packet then waits in the HCA's queue, counted again).
+	triedFull atomic.Uint64
 
 	hca *hcaPort // the HCA connected at a CA port
 }
@@ -280,9 +284,11 @@ func (f *Fabric) syncLinkCounters(p *nodePort) {
 		return
 	}
 	if d.tx != nil {
-		w := d.tx.Stats().SendWaits
-		p.cnt.xmitWait += w - d.waitsSeen
-		d.waitsSeen = w
+		tried := d.triedFull.Load() // before the link's count, which moves first
+		if w := d.tx.Stats().SendWaits - tried; w > d.waitsSeen {
+			p.cnt.xmitWait += w - d.waitsSeen
+			d.waitsSeen = w
+		}
 	}
 	if p.remote != nil && p.remote.dp != nil && p.remote.dp.tx != nil {
 		x := p.remote.dp.tx.Stats().Dropped[vl.VL15]
@@ -737,9 +743,12 @@ var doneCtx = func() context.Context {
 // the lane it goes straight into the link if the link's lane has room.
 func (h *hcaPort) enqueue(tx *vl.Link, v uint8, pkt []byte) error {
 	h.txMu.Lock()
-	if h.txQueued[v] == 0 && tx.Send(doneCtx, v, pkt) == nil {
-		h.txMu.Unlock()
-		return nil
+	if h.txQueued[v] == 0 {
+		if tx.Send(doneCtx, v, pkt) == nil {
+			h.txMu.Unlock()
+			return nil
+		}
+		h.p.dp.triedFull.Add(1)
 	}
 	for h.txQueued[v] >= hcaQueueLen && !h.inRecv.Load() {
 		if h.txRoom == nil {
