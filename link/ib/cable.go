@@ -61,7 +61,7 @@ type CablePort struct {
 	started bool
 	closed  bool
 
-	rx   chan []byte
+	rx   chan *[]byte // packets in buffers of bufPool
 	done chan struct{}
 	wg   sync.WaitGroup
 
@@ -97,7 +97,29 @@ func Cable(cfg ...CableConfig) (*CablePort, *CablePort) {
 
 func newCablePort(name string, c *CableConfig, attr PortAttr) *CablePort {
 	return &CablePort{name: name, cfg: c, attr: attr.Clone(),
-		rx: make(chan []byte, c.QueueLen), done: make(chan struct{})}
+		rx: make(chan *[]byte, c.QueueLen), done: make(chan struct{})}
+}
+
+// bufPool holds the cable's packet buffers (MaxFrame bytes): a packet is
+// copied into one on Send and the buffer returns when the receiving port
+// has handed it to its recv function.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, MaxFrame); return &b }}
+
+// copyPacket returns b in a pool buffer (a fresh one if b is larger).
+func copyPacket(b []byte) *[]byte {
+	if len(b) > MaxFrame {
+		c := append([]byte(nil), b...)
+		return &c
+	}
+	bp := bufPool.Get().(*[]byte)
+	*bp = append((*bp)[:0], b...)
+	return bp
+}
+
+func putPacket(bp *[]byte) {
+	if cap(*bp) == MaxFrame {
+		bufPool.Put(bp)
+	}
 }
 
 // String names the end: "A" or "B".
@@ -147,9 +169,11 @@ func (p *CablePort) Send(pkts [][]byte) error {
 	}
 	for _, b := range pkts {
 		p.sent.Add(1)
-		c := append([]byte(nil), b...)
+		bp := copyPacket(b)
+		c := *bp
 		if t := p.cfg.Tamper; t != nil && t(p, c) {
 			p.dropped.Add(1)
+			putPacket(bp)
 			continue
 		}
 		dup := false
@@ -157,6 +181,7 @@ func (p *CablePort) Send(pkts [][]byte) error {
 			v, _ := p.dice.Roll(len(c))
 			if v.Lose {
 				p.dropped.Add(1)
+				putPacket(bp)
 				continue
 			}
 			if v.Flip >= 0 {
@@ -164,20 +189,21 @@ func (p *CablePort) Send(pkts [][]byte) error {
 			}
 			dup = v.Dup
 		}
-		p.deliver(c)
 		if dup {
-			p.deliver(append([]byte(nil), c...))
+			p.deliver(copyPacket(c))
 		}
+		p.deliver(bp)
 	}
 	return nil
 }
 
-func (p *CablePort) deliver(b []byte) {
+func (p *CablePort) deliver(bp *[]byte) {
 	select {
-	case p.peer.rx <- b:
+	case p.peer.rx <- bp:
 		p.delivered.Add(1)
 	default:
 		p.dropped.Add(1)
+		putPacket(bp)
 	}
 }
 
@@ -203,23 +229,32 @@ func (p *CablePort) Start(recv func(pkts [][]byte)) error {
 func (p *CablePort) run(recv func(pkts [][]byte)) {
 	defer p.wg.Done()
 	batch := make([][]byte, 0, 64)
+	bufs := make([]*[]byte, 0, 64)
 	for {
 		select {
 		case <-p.done:
 			return
-		case b := <-p.rx:
-			batch = append(batch[:0], b)
+		case bp := <-p.rx:
+			bufs = append(bufs[:0], bp)
 		more:
-			for len(batch) < cap(batch) {
+			for len(bufs) < cap(bufs) {
 				select {
-				case b := <-p.rx:
-					batch = append(batch, b)
+				case bp := <-p.rx:
+					bufs = append(bufs, bp)
 				default:
 					break more
 				}
 			}
+			batch = batch[:0]
+			for _, bp := range bufs {
+				batch = append(batch, *bp)
+			}
 			recv(batch)
 			clear(batch)
+			for _, bp := range bufs {
+				putPacket(bp)
+			}
+			clear(bufs)
 		}
 	}
 }

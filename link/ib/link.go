@@ -116,7 +116,18 @@ func (l *Link) Port() uint16 { return 0 }
 // Stats returns the link's counters.
 func (l *Link) Stats() link.Stats { return l.cnt.Snapshot() }
 
-var framePool = sync.Pool{New: func() any { b := make([]byte, MaxFrame); return &b }}
+// sendScratch is what one Send uses: the frames' buffers and the batch
+// handed to the port.
+type sendScratch struct {
+	bufs   []*[]byte
+	frames [][]byte
+}
+
+var (
+	framePool   = sync.Pool{New: func() any { b := make([]byte, MaxFrame); return &b }}
+	scratchPool = sync.Pool{New: func() any { return new(sendScratch) }}
+	recvPool    = sync.Pool{New: func() any { return new([64]*link.Packet) }}
+)
 
 // qp0Source reports whether t, a transport packet, comes from QP0: a UD
 // packet whose DETH names source QP 0 (management packets, which travel on
@@ -139,12 +150,16 @@ func (l *Link) Send(batch []*link.Packet) error {
 		return ErrClosed
 	}
 	a := l.attr.Load()
-	frames := make([][]byte, 0, len(batch))
-	bufs := make([]*[]byte, 0, len(batch))
+	sc := scratchPool.Get().(*sendScratch)
+	frames, bufs := sc.frames[:0], sc.bufs[:0]
 	defer func() {
 		for _, b := range bufs {
 			framePool.Put(b)
 		}
+		clear(frames)
+		clear(bufs)
+		sc.frames, sc.bufs = frames[:0], bufs[:0]
+		scratchPool.Put(sc)
 	}()
 	var errs error
 	lmcMask := uint16(1)<<min(a.LMC, 7) - 1
@@ -229,7 +244,9 @@ func (l *Link) Start(h link.Handler) error {
 func (l *Link) recv(pkts [][]byte) {
 	l.cnt.RxCalls.Add(1)
 	a := l.attr.Load()
-	var out [64]*link.Packet
+	op := recvPool.Get().(*[64]*link.Packet)
+	defer recvPool.Put(op)
+	out := op[:]
 	n := 0
 	flush := func() {
 		if n > 0 {
@@ -237,6 +254,7 @@ func (l *Link) recv(pkts [][]byte) {
 			for _, p := range out[:n] {
 				link.Put(p)
 			}
+			clear(out[:n])
 			n = 0
 		}
 	}

@@ -496,9 +496,9 @@ func TestCableFaults(t *testing.T) {
 	}
 }
 
-// FuzzReceive feeds arbitrary bytes to the port's checks: nothing panics,
+// FuzzPortReceive feeds arbitrary bytes to the port's checks: nothing panics,
 // and whatever is delivered is a valid IB packet for the port.
-func FuzzReceive(f *testing.F) {
+func FuzzPortReceive(f *testing.F) {
 	f.Add(frame(f, 0, 0x40, rcSend(0xFFFF, 9)))
 	f.Add(frame(f, 15, 0xFFFF, udSend(0xFFFF, 0, 0)))
 	f.Add([]byte{0, 2, 0, 0x40, 0, 3})
