@@ -32,6 +32,13 @@ var ErrPortInUse = errors.New("fabric: port already has an HCA connected")
 // rxBatch is the most packets handed to an HCA's recv in one call.
 const rxBatch = 32
 
+// linkCredits is the receive buffer of each data VL of each link, in
+// 64-byte credits: eight packets of a 4096-byte MTU with their headers
+// (fabric/vl's default holds two, which keeps a hop's pipeline too short
+// for the goroutines that move packets: a 64 KiB RC WRITE through two
+// switches ran at half the rate).
+const linkCredits = 8 * 66
+
 // DataStats counts what the data plane did with packets, fabric-wide. A
 // dropped packet is also counted in the PMA counters of the port that
 // dropped it (named with each reason).
@@ -139,7 +146,7 @@ func (f *Fabric) startDataPlane() (*dataPlane, error) {
 				continue
 			}
 			arb := portArbitration(p)
-			l, err := vl.New(vl.Config{DataVLs: max(vlCount(p.pi.VLCap), 1), Arbitration: &arb})
+			l, err := vl.New(vl.Config{DataVLs: max(vlCount(p.pi.VLCap), 1), Credits: linkCredits, Arbitration: &arb})
 			if err != nil {
 				for _, l := range dp.links {
 					l.Close()
