@@ -24,7 +24,9 @@ import (
 // Port is the far side of an InfiniBand HCA port: the subnet it is cabled to.
 //
 // Link calls Send with frames it reuses once Send returns, so a Port must
-// not keep the slices (Cable copies them). Start is called once.
+// not keep the slices (Cable copies them). Start is called once. The
+// function given to NotifyAttr calls Attr, so a Port calls it without
+// holding the lock Attr takes.
 type Port interface {
 	// Send transmits whole IB packets (LRH through VCRC, sealed).
 	Send(pkts [][]byte) error
