@@ -32,6 +32,13 @@ var ErrPortInUse = errors.New("fabric: port already has an HCA connected")
 // rxBatch is the most packets handed to an HCA's recv in one call.
 const rxBatch = 32
 
+// linkCredits is the receive buffer of each data VL of each link, in
+// 64-byte credits: eight packets of a 4096-byte MTU with their headers
+// (fabric/vl's default holds two, which keeps a hop's pipeline too short
+// for the goroutines that move packets: a 64 KiB RC WRITE through two
+// switches ran at half the rate).
+const linkCredits = 8 * 66
+
 // DataStats counts what the data plane did with packets, fabric-wide. A
 // dropped packet is also counted in the PMA counters of the port that
 // dropped it (named with each reason).
@@ -93,6 +100,10 @@ type dataPort struct {
 	arbLimit        uint8
 	// Link counters already folded into the port's PMA counters.
 	waitsSeen, vl15DropSeen uint64
+	// triedFull counts an HCA's packets that tried the link's lane
+	// directly and found it full: the link counted a wait for each, which
+	// is not one (the packet then waits in the HCA's queue, counted again).
+	triedFull atomic.Uint64
 
 	hca *hcaPort // the HCA connected at a CA port
 }
@@ -135,7 +146,7 @@ func (f *Fabric) startDataPlane() (*dataPlane, error) {
 				continue
 			}
 			arb := portArbitration(p)
-			l, err := vl.New(vl.Config{DataVLs: max(vlCount(p.pi.VLCap), 1), Arbitration: &arb})
+			l, err := vl.New(vl.Config{DataVLs: max(vlCount(p.pi.VLCap), 1), Credits: linkCredits, Arbitration: &arb})
 			if err != nil {
 				for _, l := range dp.links {
 					l.Close()
@@ -280,9 +291,11 @@ func (f *Fabric) syncLinkCounters(p *nodePort) {
 		return
 	}
 	if d.tx != nil {
-		w := d.tx.Stats().SendWaits
-		p.cnt.xmitWait += w - d.waitsSeen
-		d.waitsSeen = w
+		tried := d.triedFull.Load() // before the link's count, which moves first
+		if w := d.tx.Stats().SendWaits - tried; w > d.waitsSeen {
+			p.cnt.xmitWait += w - d.waitsSeen
+			d.waitsSeen = w
+		}
 	}
 	if p.remote != nil && p.remote.dp != nil && p.remote.dp.tx != nil {
 		x := p.remote.dp.tx.Stats().Dropped[vl.VL15]
@@ -293,7 +306,10 @@ func (f *Fabric) syncLinkCounters(p *nodePort) {
 
 // frameOK checks what every receiving port checks first: an LRH, the link
 // version, the LRH's length against the bytes, the VCRC.
-func frameOK(pkt []byte) bool {
+func frameOK(pkt []byte) bool { return frameCheck(pkt, true) }
+
+// frameCheck is frameOK, checking the VCRC only if vcrc is set.
+func frameCheck(pkt []byte, vcrc bool) bool {
 	if len(pkt) < wire.LRHLen+wire.VCRCLen {
 		return false
 	}
@@ -301,8 +317,16 @@ func frameOK(pkt []byte) bool {
 	if l.LVer() != wire.LinkVersion || int(l.PktLen())*4 != len(pkt)-wire.VCRCLen {
 		return false
 	}
-	return wire.VerifyVCRC(pkt)
+	return !vcrc || wire.VerifyVCRC(pkt)
 }
+
+// checksVCRC reports whether a port checks the VCRC of what arrives at it.
+// Every real port does; here a packet a switch sends was checked where it
+// entered the fabric from an HCA and sealed again by the switch if its VL
+// changed, and no link corrupts it, so the check is made only on links
+// whose sending end is a CA: where a bad VCRC can come from. It is the
+// most expensive step of forwarding (a CRC over the whole packet).
+func checksVCRC(in *nodePort) bool { return !in.remote.node.isSwitch() }
 
 // bthOf returns the packet's BTH, or nil for a raw packet or one too short
 // to hold it.
@@ -379,12 +403,13 @@ func prepare(out []hop) {
 func (dp *dataPlane) switchIn(in *nodePort, l *vl.Link, v uint8) {
 	defer dp.wg.Done()
 	var out []hop
+	vcrc := checksVCRC(in)
 	for {
 		d, err := l.Recv(dp.ctx, v)
 		if err != nil {
 			return
 		}
-		good := frameOK(d.Data) && wire.LRH(d.Data).VL() == d.VL
+		good := frameCheck(d.Data, vcrc) && wire.LRH(d.Data).VL() == d.VL
 		dp.f.mu.Lock()
 		out = dp.route(in, d, good, out[:0])
 		dp.f.mu.Unlock()
@@ -533,11 +558,10 @@ func sl2vl(t [mad.SLToVLTableSize]byte, sl uint8) uint8 {
 // receives to the HCA connected there, in batches.
 func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 	defer dp.wg.Done()
-	done, cancel := context.WithCancel(context.Background())
-	cancel() // a done context: RecvAny then takes only what is there
 	batch := make([][]byte, 0, rxBatch)
 	ds := make([]vl.Delivery, 0, rxBatch)
 	var good [rxBatch]bool
+	vcrc := checksVCRC(p)
 	for {
 		d, err := l.RecvAny(dp.ctx)
 		if err != nil {
@@ -546,13 +570,13 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 		batch = batch[:0]
 		ds = append(ds[:0], d)
 		for len(ds) < rxBatch {
-			if d, err = l.RecvAny(done); err != nil {
+			if d, err = l.RecvAny(doneCtx); err != nil { // only what is there
 				break
 			}
 			ds = append(ds, d)
 		}
 		for i, d := range ds {
-			good[i] = frameOK(d.Data) && wire.LRH(d.Data).VL() == d.VL
+			good[i] = frameCheck(d.Data, vcrc) && wire.LRH(d.Data).VL() == d.VL
 		}
 		dp.f.mu.Lock()
 		h := p.dp.hca
@@ -726,10 +750,26 @@ func (h *hcaPort) txLane(tx *vl.Link, v uint8) {
 	}
 }
 
+// doneCtx is a context that is already done: vl.Link.Send with it queues
+// a packet only if the lane has room, without waiting.
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // enqueue puts pkt on lane v of the transmit queue, waiting for room
-// unless the HCA's receive function is running.
-func (h *hcaPort) enqueue(v uint8, pkt []byte) error {
+// unless the HCA's receive function is running. With nothing queued on
+// the lane it goes straight into the link if the link's lane has room.
+func (h *hcaPort) enqueue(tx *vl.Link, v uint8, pkt []byte) error {
 	h.txMu.Lock()
+	if h.txQueued[v] == 0 {
+		if tx.Send(doneCtx, v, pkt) == nil {
+			h.txMu.Unlock()
+			return nil
+		}
+		h.p.dp.triedFull.Add(1)
+	}
 	for h.txQueued[v] >= hcaQueueLen && !h.inRecv.Load() {
 		if h.txRoom == nil {
 			h.txRoom = make(chan struct{})
@@ -873,7 +913,7 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 		if v == vl.VL15 {
 			err = tx.Send(h.ctx, v, cp) // never waits
 		} else {
-			err = h.enqueue(v, cp)
+			err = h.enqueue(tx, v, cp)
 		}
 		if err != nil {
 			return fmt.Errorf("%w (%w): %w", ErrClosed, ib.ErrClosed, err)

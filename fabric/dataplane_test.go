@@ -715,7 +715,7 @@ func TestCreditBackpressure(t *testing.T) {
 	}
 	t.Cleanup(release) // before the fabric closes: Close waits for recv
 	h1, h3, h4 := dn.hcas["Hca1"], dn.hcas["Hca3"], dn.hcas["Hca4"]
-	const n = 1000
+	const n = 2000
 	var sent atomic.Int64
 	done := make(chan error, 1)
 	go func() {
@@ -755,8 +755,8 @@ func TestCreditBackpressure(t *testing.T) {
 		dn.f.mu.Lock()
 		st := dn.f.NodeByName(at.node).port(at.port).dp.tx.Stats()
 		dn.f.mu.Unlock()
-		if st.MaxBuffered[0] < 132-full+1 || st.SendWaits == 0 {
-			t.Errorf("%s port %d: VL0 buffered at most %d credits (of 132), %d waits", at.node, at.port, st.MaxBuffered[0], st.SendWaits)
+		if st.MaxBuffered[0] < linkCredits-full+1 || st.SendWaits == 0 {
+			t.Errorf("%s port %d: VL0 buffered at most %d credits (of %d), %d waits", at.node, at.port, st.MaxBuffered[0], linkCredits, st.SendWaits)
 		}
 		if c := dn.cnt(at.node, at.port); c.xmitWait == 0 {
 			t.Errorf("%s port %d: PortXmitWait did not move", at.node, at.port)
@@ -1005,4 +1005,30 @@ func TestVL15Dropped(t *testing.T) {
 	released = true
 	close(gate)
 	waitFor(t, "the three VL15 packets kept", func() bool { return got.Load() == 3 })
+}
+
+// TestArbitrationFollowsSM: a VL arbitration table the SM sets on a port
+// reaches the port's link (the watcher applies it).
+func TestArbitrationFollowsSM(t *testing.T) {
+	dn := sweepData(t, readFile(t, "testdata/net.2sw2path4hca"), "Hca1")
+	// Switch1's port 3, low-priority entries 0-31: VL1 weight 9, VL3
+	// weight 200.
+	tbl := mad.VLArbTable{}
+	tbl.Entry[0] = mad.VLArbEntry{VL: 1, Weight: 9}
+	tbl.Entry[1] = mad.VLArbEntry{VL: 3, Weight: 200}
+	b := make([]byte, 64)
+	tbl.Encode(b)
+	dn.sm.drOK(path(1), mad.MethodSet, mad.SMAttrVLArbTable, mad.VLArbLowEntries0to31<<16|3, b)
+	p := dn.f.NodeByName("Switch1").port(3)
+	waitFor(t, "the table applied to the link", func() bool {
+		dn.f.mu.Lock()
+		defer dn.f.mu.Unlock()
+		return p.dp.arbLow[0] == tbl.Entry[0] && p.dp.arbLow[1] == tbl.Entry[1]
+	})
+	dn.f.mu.Lock()
+	a := portArbitration(p)
+	dn.f.mu.Unlock()
+	if len(a.Low) != 8 || a.Low[0] != (vl.Entry{VL: 1, Weight: 9}) || a.Low[1] != (vl.Entry{VL: 3, Weight: 200}) {
+		t.Errorf("arbitration %+v", a)
+	}
 }
