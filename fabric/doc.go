@@ -18,6 +18,11 @@
 // port moves. Switches send trap 128 to the SM LID when a port's link goes
 // down or comes up; a port whose capability mask changes sends trap 144.
 //
-// The data plane (LRH packets, virtual lanes and credits) is not here yet:
-// a port will own a fabric/vl link.
+// The data plane carries native IB packets (LRH through VCRC) between HCAs
+// that ConnectHCA attaches to CA ports (the far side of link/ib's Port):
+// every direction of every link is a fabric/vl link with per-VL credits,
+// switches forward by their LFT and MFT and map SL to VL with the output
+// port's SL2VL table, and what has no route, meets a port that is not
+// ACTIVE, fails its VCRC or partition enforcement is dropped and counted in
+// the PMA counters and DataStats; nothing is dropped for lack of buffer.
 package fabric

@@ -60,6 +60,7 @@ type Fabric struct {
 	closed   bool
 	tidOwner map[tidKey]*Client
 	trapTID  uint64
+	dp       *dataPlane // the data plane (dataplane.go), once started
 
 	dropped   atomic.Uint64
 	delivered atomic.Uint64
@@ -155,6 +156,7 @@ type nodePort struct {
 	vlLow      [64]mad.VLArbEntry
 	vlHigh     [64]mad.VLArbEntry
 	cnt        counters
+	dp         *dataPort // the data plane's state (dataplane.go), once started
 
 	clients []*Client
 }
@@ -166,6 +168,9 @@ type counters struct {
 	rcvErrors, switchRelayErrors         uint64
 	xmitDiscards, vl15Dropped            uint64
 	linkDowned                           uint64
+	// Moved by the data plane (dataplane.go).
+	xmitWait, rcvConstraintErrors, xmitConstraintErrors uint64
+	mcastXmitPkts, mcastRcvPkts                         uint64
 }
 
 func (p *nodePort) lidRange(lid uint16) bool {
@@ -264,7 +269,11 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 				LifeTimeValue:                  0x10,
 				LIDsPerPort:                    0,
 				PartitionEnforcementCap:        pkeyCapSwitch,
-				EnhancedPort0:                  n.esp0,
+				// The data plane enforces partitions and filters raw
+				// packets (dataplane.go).
+				InboundEnforcementCap: true, OutboundEnforcementCap: true,
+				FilterRawInboundCap: true, FilterRawOutboundCap: true,
+				EnhancedPort0: n.esp0,
 			},
 			lft: make([]uint8, linearFDBCap),
 			mft: make([][]uint16, multicastFDBCap),
@@ -393,6 +402,7 @@ func (f *Fabric) Close() error {
 	close(f.done)
 	f.mu.Unlock()
 	f.wg.Wait()
+	f.stopDataPlane()
 	return nil
 }
 
@@ -480,6 +490,7 @@ func (f *Fabric) SetIsSM(n *Node, port int, on bool) error {
 		var traps []job
 		f.capabilityChanged(p, &traps)
 		f.queueTraps(traps)
+		f.kickDataPlane()
 	}
 	return nil
 }
@@ -531,6 +542,7 @@ func (f *Fabric) SetLink(n *Node, port int, up bool) error {
 	f.portChanged(p, &traps)
 	f.portChanged(p.remote, &traps)
 	f.queueTraps(traps)
+	f.kickDataPlane()
 	return nil
 }
 
@@ -681,6 +693,7 @@ func (f *Fabric) run() {
 				pending = pending[1:]
 				f.carry(j, &out, &pending)
 			}
+			f.kickDataPlane()
 			f.mu.Unlock()
 			for _, d := range out {
 				if !d.c.closed.Load() {

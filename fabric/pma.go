@@ -61,6 +61,7 @@ func (f *Fabric) pma(at *nodePort, method mad.Method, attr mad.AttributeID, data
 		}
 		var sum counters
 		for _, p := range ports {
+			f.syncLinkCounters(p)
 			addCounters(&sum, &p.cnt)
 		}
 		y := mad.PortCounters{
@@ -75,6 +76,9 @@ func (f *Fabric) pma(at *nodePort, method mad.Method, attr mad.AttributeID, data
 			PortRcvData:              uint32(sat(sum.rcvData, math.MaxUint32)),
 			PortXmitPkts:             uint32(sat(sum.xmitPkts, math.MaxUint32)),
 			PortRcvPkts:              uint32(sat(sum.rcvPkts, math.MaxUint32)),
+			PortXmitWait:             uint32(sat(sum.xmitWait, math.MaxUint32)),
+			PortXmitConstraintErrors: uint8(sat(sum.xmitConstraintErrors, math.MaxUint8)),
+			PortRcvConstraintErrors:  uint8(sat(sum.rcvConstraintErrors, math.MaxUint8)),
 		}
 		clear(data)
 		y.Encode(data)
@@ -96,14 +100,26 @@ func (f *Fabric) pma(at *nodePort, method mad.Method, attr mad.AttributeID, data
 	}
 	var sum counters
 	for _, p := range ports {
+		if method == mad.MethodSet {
+			// Multicast packets are counted apart (the data plane's), and
+			// go with the totals.
+			if x.CounterSelect&(1<<2|1<<6) != 0 {
+				p.cnt.mcastXmitPkts = 0
+			}
+			if x.CounterSelect&(1<<3|1<<7) != 0 {
+				p.cnt.mcastRcvPkts = 0
+			}
+		}
 		addCounters(&sum, &p.cnt)
 	}
+	mx, mr := min(sum.mcastXmitPkts, sum.xmitPkts), min(sum.mcastRcvPkts, sum.rcvPkts)
 	y := mad.PortCountersExt{
 		PortSelect: uint8(sel), CounterSelect: x.CounterSelect,
 		PortXmitData: sum.xmitData, PortRcvData: sum.rcvData,
 		PortXmitPkts: sum.xmitPkts, PortRcvPkts: sum.rcvPkts,
-		// Every MAD is unicast: the management plane routes no multicast.
-		PortUnicastXmitPkts: sum.xmitPkts, PortUnicastRcvPkts: sum.rcvPkts,
+		// MADs are unicast; the data plane counts multicast packets.
+		PortUnicastXmitPkts: sum.xmitPkts - mx, PortUnicastRcvPkts: sum.rcvPkts - mr,
+		PortMulticastXmitPkts: mx, PortMulticastRcvPkts: mr,
 	}
 	clear(data)
 	y.Encode(data[:mad.PortCountersExtSize])
@@ -122,6 +138,11 @@ func addCounters(a, b *counters) {
 	a.xmitDiscards += b.xmitDiscards
 	a.vl15Dropped += b.vl15Dropped
 	a.linkDowned += b.linkDowned
+	a.xmitWait += b.xmitWait
+	a.rcvConstraintErrors += b.rcvConstraintErrors
+	a.xmitConstraintErrors += b.xmitConstraintErrors
+	a.mcastXmitPkts += b.mcastXmitPkts
+	a.mcastRcvPkts += b.mcastRcvPkts
 }
 
 // clearCounters clears the counters PortCounters' CounterSelect names.
@@ -131,6 +152,7 @@ func clearCounters(c *counters, sel uint16) {
 		v   *uint64
 	}{
 		{2, &c.linkDowned}, {3, &c.rcvErrors}, {5, &c.switchRelayErrors}, {6, &c.xmitDiscards},
+		{7, &c.xmitConstraintErrors}, {8, &c.rcvConstraintErrors},
 		{11, &c.vl15Dropped}, {12, &c.xmitData}, {13, &c.rcvData}, {14, &c.xmitPkts}, {15, &c.rcvPkts},
 	}
 	for _, b := range bits {

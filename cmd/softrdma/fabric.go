@@ -13,6 +13,7 @@ import (
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/fabric/ibsim"
+	"github.com/softrdma/softrdma/fabric/remote"
 )
 
 // runFabric runs an emulated InfiniBand fabric from a topology file and
@@ -22,10 +23,16 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	sock := fs.String("s", "", "base of the unix socket names (ibsim's IBSIM_SOCKNAME; default $IBSIM_SOCKNAME or \"sim\")")
 	port := fs.Int("p", 0, "serve over UDP on this control port and the next 10 (ibsim -r -l PORT; clients set IBSIM_SERVER_NAME and IBSIM_SERVER_PORT)")
 	verbose := fs.Bool("v", false, "log every client's MADs that go nowhere (Debug)")
-	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-v] TOPOLOGY",
+	hca := fs.String("hca", remote.DefaultAddr, "serve the CA ports to softrdma devices in other processes and hosts at `ADDR`: a TCP host:port,\n"+
+		"or a unix socket (unix:PATH, or a path with a slash); \"off\" serves none")
+	downOnDetach := fs.Bool("down-on-detach", false, "take a CA port's link down also when its device detaches on purpose (a device that dies always does)")
+	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-v] TOPOLOGY",
 		"Runs an InfiniBand fabric of switches and HCAs described by TOPOLOGY (ibnetdiscover's format, as\n"+
 			"Linux ibsim reads it) and serves it with ibsim's client protocol, so that programs run under\n"+
-			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Runs until interrupted.")
+			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Its CA ports are served\n"+
+			"at -hca's address: a softrdma device attaches one (fabric/remote's Dial) and sends and receives\n"+
+			"IB packets through the switches; a device that dies takes its port's link down (trap 128 to the\n"+
+			"SM). Runs until interrupted.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -69,7 +76,29 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var rsrv *remote.Server
+	if *hca != "off" && *hca != "" {
+		network, addr := remote.SplitAddr(*hca)
+		rsrv, err = remote.NewServer(fab, remote.Config{Network: network, Addr: addr, DownOnDetach: *downOnDetach, Logger: log})
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("serving HCA ports at %s: %w", *hca, err)
+		}
+		log.Info("fabric: serving HCA ports", "network", network, "addr", rsrv.Addr().String())
+	}
 	log.Info("fabric: serving ibsim clients", "topology", pos[0], "nodes", len(fab.Nodes()),
 		"addr", strings.TrimSuffix(srv.Addr().String(), "\x00"))
-	return srv.Serve(ctx)
+	if rsrv == nil {
+		return srv.Serve(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rdone := make(chan error, 1)
+	go func() { rdone <- rsrv.Serve(ctx) }()
+	err = srv.Serve(ctx)
+	cancel()
+	if rerr := <-rdone; err == nil {
+		err = rerr
+	}
+	return err
 }

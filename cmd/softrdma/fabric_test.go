@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/fabric/ibsim"
+	"github.com/softrdma/softrdma/fabric/remote"
+	"github.com/softrdma/softrdma/link/ib"
 )
 
 // A switch and two CAs, in ibnetdiscover's format.
@@ -38,7 +42,7 @@ func TestFabricCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runFabric(ctx, []string{"-s", sock, topo}, io.Discard) }()
+	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", "off", topo}, io.Discard) }()
 
 	var c *ibsim.Client
 	deadline := time.Now().Add(5 * time.Second)
@@ -76,6 +80,56 @@ func TestFabricCommand(t *testing.T) {
 		t.Fatalf("NodeInfo answer: status %d, method 0x%x, node type %d", resp.Status, resp.MAD[3], resp.MAD[64+2])
 	}
 	c.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("softrdma fabric ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("softrdma fabric did not end with its context")
+	}
+}
+
+// TestFabricCommandHCA: softrdma fabric serves its CA ports at -hca's
+// address; a remote port attaches HcaB's and sees its attributes (INIT: no
+// SM has run), an unknown node is refused.
+func TestFabricCommandHCA(t *testing.T) {
+	dir := t.TempDir()
+	topo := filepath.Join(dir, "net")
+	if err := os.WriteFile(topo, []byte(testTopology), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := fmt.Sprintf("softrdma-cmd-hca-test-%d", os.Getpid())
+	addr := "unix:" + filepath.Join(dir, "hca.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", addr, topo}, io.Discard) }()
+
+	d := remote.Dialer{Logger: slog.New(slog.DiscardHandler)}
+	var p *remote.Port
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		dctx, dcancel := context.WithTimeout(ctx, time.Second)
+		var err error
+		p, err = d.Dial(dctx, addr, "HcaB", 1)
+		dcancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("softrdma fabric does not serve HCA ports: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if a := p.Attr(); a.State != ib.StateInit || a.PortGUID == 0 {
+		t.Errorf("HcaB's attributes: %+v", a)
+	}
+	if _, err := d.Dial(ctx, addr, "HcaC", 1); !errors.Is(err, fabric.ErrNoNode) {
+		t.Errorf("unknown node: %v", err)
+	}
+	p.Close()
 	cancel()
 	select {
 	case err := <-done:

@@ -31,6 +31,8 @@ var layers = map[string]int{
 	"verbs": 3, "fabric": 3, "cm": 4, "roce": 4, "metrics": 4, "rdmacm": 5,
 	// The fabric's server of Linux ibsim's client protocol.
 	"fabric/ibsim": 4,
+	// HCA ports of a fabric served to other processes and hosts.
+	"fabric/remote": 4,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
