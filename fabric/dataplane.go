@@ -676,8 +676,9 @@ const hcaQueueLen = 256
 // ConnectHCA attaches an HCA (a softrdma device's InfiniBand port, through
 // link/ib) at CA port port of node n, starting the fabric's data plane if
 // it is not running. The returned Port carries whole IB packets between
-// the HCA and the subnet (Send blocks while the first link has no credits
-// for the packet's VL: backpressure), reports the port's attributes as the
+// the HCA and the subnet (Send queues per VL and blocks once a VL's queue
+// is full because the link has no credits: backpressure; never from the
+// port's receive function), reports the port's attributes as the
 // node's SMA holds them (Attr) and calls its NotifyAttr function when the
 // SM changes them. Close disconnects the HCA; the port stays in the
 // subnet, and what arrives for it is dropped until an HCA connects again.

@@ -728,39 +728,35 @@ func TestCreditBackpressure(t *testing.T) {
 		}
 		done <- nil
 	}()
-	// Wait until Hca1 is held up: its count stops moving for a while.
-	deadline := time.Now().Add(10 * time.Second)
-	last, still := int64(-1), 0
-	for still < 3 {
-		time.Sleep(20 * time.Millisecond)
-		s := sent.Load()
-		if s == last {
-			still++
-		} else {
-			still = 0
-		}
-		last = s
-		if time.Now().After(deadline) || s == n {
-			t.Fatalf("Hca1 was not held up: %d of %d sent", s, n)
-		}
-	}
-	// VL0 is full on each link of the path (Hca1's, Switch1's port 3,
-	// Switch2's port 1): the buffer behind each holds as many 200-byte
-	// packets as fit its credits.
+	// Wait until the path is backed up: VL0 full on each link of the path
+	// (Hca1's, Switch1's port 3, Switch2's port 1: the buffer behind each
+	// holds as many 200-byte packets as fit its credits, and a send has
+	// waited for room), and Hca1's own VL0 queue full, so that its Send
+	// waits. Hca2 not reading, it stays so.
 	full := vl.Credits(len(pkt(t, 1, 2, 0, 0, 0, 0, 200)))
-	for _, at := range []struct {
+	links := []struct {
 		node string
 		port int
-	}{{"Hca1", 1}, {"Switch1", 3}, {"Switch2", 1}} {
-		dn.f.mu.Lock()
-		st := dn.f.NodeByName(at.node).port(at.port).dp.tx.Stats()
-		dn.f.mu.Unlock()
-		if st.MaxBuffered[0] < linkCredits-full+1 || st.SendWaits == 0 {
-			t.Errorf("%s port %d: VL0 buffered at most %d credits (of %d), %d waits", at.node, at.port, st.MaxBuffered[0], linkCredits, st.SendWaits)
+	}{{"Hca1", 1}, {"Switch1", 3}, {"Switch2", 1}}
+	hp := h1.port.(*hcaPort)
+	waitFor(t, "VL0 backed up from Hca2 to Hca1", func() bool {
+		for _, at := range links {
+			st := dn.f.NodeByName(at.node).port(at.port).dp.tx.Stats()
+			if st.MaxBuffered[0] < linkCredits-full+1 || st.SendWaits == 0 {
+				return false
+			}
 		}
+		hp.txMu.Lock()
+		defer hp.txMu.Unlock()
+		return hp.txQueued[0] >= hcaQueueLen
+	})
+	for _, at := range links {
 		if c := dn.cnt(at.node, at.port); c.xmitWait == 0 {
 			t.Errorf("%s port %d: PortXmitWait did not move", at.node, at.port)
 		}
+	}
+	if s := sent.Load(); s == n {
+		t.Fatalf("Hca1 sent all %d packets", n)
 	}
 	// VL1 through the same switch-to-switch link still flows.
 	const m = 300
