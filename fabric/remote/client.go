@@ -386,10 +386,12 @@ func (p *Port) reader() {
 		}
 		if len(batch) > 0 {
 			if f := p.recv.Load(); f != nil {
+				// Counted before the hand-over, so a receiver that has
+				// seen a packet sees it counted.
+				p.received.Add(uint64(len(batch)))
 				p.inRecv.Store(true)
 				(*f)(batch)
 				p.inRecv.Store(false)
-				p.received.Add(uint64(len(batch)))
 			} else {
 				p.notStarted.Add(uint64(len(batch)))
 			}
