@@ -234,7 +234,7 @@ func portArbitration(p *nodePort) vl.Arbitration {
 func (dp *dataPlane) watch() {
 	defer dp.wg.Done()
 	f := dp.f
-	var calls []func()
+	var calls []*hcaPort
 	for {
 		select {
 		case <-dp.ctx.Done():
@@ -259,17 +259,20 @@ func (dp *dataPlane) watch() {
 					a := h.attrLocked()
 					if !attrEqual(a, h.last) {
 						h.last = a
-						if fn := h.notify; fn != nil {
-							calls = append(calls, fn)
-						}
+						calls = append(calls, h)
 					}
 				}
 			}
 		}
 		f.mu.Unlock()
-		for _, fn := range calls {
-			fn()
+		for _, h := range calls {
+			h.notifyMu.Lock()
+			if fn := h.notify; fn != nil && !h.closed.Load() {
+				fn()
+			}
+			h.notifyMu.Unlock()
 		}
+		clear(calls)
 	}
 }
 
@@ -651,9 +654,12 @@ type hcaPort struct {
 	closed atomic.Bool
 
 	// Guarded by f.mu.
-	recv   func([][]byte)
-	notify func()
-	last   ib.PortAttr // what the last notification reported
+	recv func([][]byte)
+	// notifyMu serialises notify's calls with NotifyAttr: once NotifyAttr
+	// returns, no call of the function it replaced runs or is running.
+	notifyMu sync.Mutex
+	notify   func()      // guarded by notifyMu
+	last     ib.PortAttr // what the last notification reported
 
 	recvMu sync.Mutex  // held while recv runs
 	inRecv atomic.Bool // recv is running: Send must not wait
@@ -819,12 +825,16 @@ func (h *hcaPort) Attr() ib.PortAttr {
 }
 
 // NotifyAttr registers fn, called (from the data plane's goroutine) after
-// the SM changes the port's attributes; nil removes it.
+// the SM changes the port's attributes; nil removes it. When NotifyAttr
+// returns, the function it replaced is neither running nor called again;
+// fn must not call NotifyAttr itself.
 func (h *hcaPort) NotifyAttr(fn func()) {
-	h.f.mu.Lock()
-	defer h.f.mu.Unlock()
+	h.notifyMu.Lock()
+	defer h.notifyMu.Unlock()
 	h.notify = fn
+	h.f.mu.Lock()
 	h.last = h.attrLocked()
+	h.f.mu.Unlock()
 }
 
 // Start sets the function that receives the packets arriving at the port.
@@ -934,7 +944,7 @@ func (h *hcaPort) Close() error {
 	if h.p.dp.hca == h {
 		h.p.dp.hca = nil
 	}
-	h.recv, h.notify = nil, nil
+	h.recv = nil
 	h.f.mu.Unlock()
 	h.recvMu.Lock()
 	defer h.recvMu.Unlock()
