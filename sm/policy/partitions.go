@@ -509,7 +509,7 @@ func parseMember(tok string, def Membership) (Member, error) {
 // PortRef describes a port for the policy: what the SM knows of it from
 // NodeInfo, PortInfo and SwitchInfo.
 type PortRef struct {
-	NodeType uint8  // mad.NodeTypeCA, mad.NodeTypeSwitch or mad.NodeTypeRouter
+	NodeType uint8 // mad.NodeTypeCA, mad.NodeTypeSwitch or mad.NodeTypeRouter
 	NodeGUID uint64
 	PortGUID uint64 // a CA's or router's port GUID; a switch's is port 0's
 	Port     uint8  // the port number; 0 is a switch's management port
