@@ -146,7 +146,7 @@ func (f *Fabric) startDataPlane() (*dataPlane, error) {
 				continue
 			}
 			arb := portArbitration(p)
-			l, err := vl.New(vl.Config{DataVLs: max(vlCount(p.pi.VLCap), 1), Credits: linkCredits, Arbitration: &arb})
+			l, err := vl.New(vl.Config{DataVLs: max(vlCount(p.pi.VLCap), 1), Credits: linkCredits, Arbitration: &arb, Rate: f.linkRate})
 			if err != nil {
 				for _, l := range dp.links {
 					l.Close()

@@ -39,6 +39,12 @@ type Options struct {
 	QueueLen int
 	// Now is the clock of the M_Key lease periods; nil means time.Now.
 	Now func() time.Time
+	// LinkRate is the data plane's wire speed in bytes per second, the
+	// same for each direction of every link: a packet holds the wire for
+	// its length over the rate, so that the VL arbitration the SM sets
+	// shares a busy link as on a real one. 0 (or less) makes the wire
+	// take no time.
+	LinkRate int64
 }
 
 // Fabric is a running emulated subnet built from a topology: its nodes, the
@@ -51,6 +57,8 @@ type Fabric struct {
 	byGUID map[uint64]*Node
 	log    *slog.Logger
 	now    func() time.Time
+	// linkRate is Options.LinkRate: every data plane link's wire speed.
+	linkRate int64
 
 	queue chan job
 	done  chan struct{}
@@ -208,6 +216,7 @@ func New(t *Topology, opts *Options) (*Fabric, error) {
 		byGUID:   make(map[uint64]*Node),
 		log:      o.Logger,
 		now:      o.Now,
+		linkRate: max(o.LinkRate, 0),
 		queue:    make(chan job, o.QueueLen),
 		done:     make(chan struct{}),
 		tidOwner: make(map[tidKey]*Client),
