@@ -621,6 +621,9 @@ func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool)
 		st.noHCA.Add(1)
 		return false
 	}
+	if d.VL != vl.VL15 {
+		dp.f.checkGSIKeys(p, d.Data)
+	}
 
 	st.delivered.Add(1)
 	return true

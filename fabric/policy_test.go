@@ -486,3 +486,91 @@ func TestPartitionsOnFabric(t *testing.T) {
 		}
 	})
 }
+
+// gmp builds a UD packet for QP1 (a GMP's frame) from slid to dlid with
+// the given P_Key and Q_Key.
+func gmp(t testing.TB, slid, dlid uint16, pkey uint16, qkey uint32) []byte {
+	t.Helper()
+	h := wire.Headers{BTH: wire.BTHFields{Opcode: wire.UDSendOnly, PKey: wire.PKey(pkey), DestQP: 1},
+		DETH: wire.DETHFields{QKey: wire.QKey(qkey), SrcQP: 1}}
+	payload := make([]byte, mad.Size)
+	b := make([]byte, wire.IBPacketLen(h.BTH.Opcode, len(payload), false))
+	if _, err := wire.BuildIB(b, &wire.IBFraming{LRH: wire.LRHFields{SL: 2, DLID: dlid, SLID: slid}}, &h, payload); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestKeyViolationTraps: a CA port that receives a packet for QP1 with a
+// P_Key its table does not match, or with a Q_Key other than the GSI's,
+// counts it in PortInfo's P_KeyViolations or Q_KeyViolations and sends
+// trap 257 or 258 to its SM, naming the source, the destination and the
+// key; a good GMP does neither.
+func TestKeyViolationTraps(t *testing.T) {
+	dn := sweepData(t, readFile(t, "testdata/net.2sw2path4hca"))
+	ps, err := policy.ParsePartitions(strings.NewReader(partitionsConf(dn.f)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dn.sm.applyPolicy(dn.sn, ps, nil)
+	h2, h4 := dn.connect("Hca2", nil), dn.connect("Hca4", nil)
+	hca4 := dn.f.NodeByName("Hca4")
+	nextTrap := func(what string) mad.Notice {
+		t.Helper()
+		select {
+		case d := <-dn.sm.ch:
+			if m := mad.MAD(d.MAD); m.Method() != mad.MethodTrap || m.AttributeID() != mad.SMAttrNotice || d.SLID != h4.lid || d.DLID != dn.sm.lid {
+				t.Fatalf("%s: got %v from LID %d to %d", what, m.Fields(), d.SLID, d.DLID)
+			}
+			nt, err := mad.ParseNotice(mad.SMP(d.MAD).Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nt
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no trap", what)
+		}
+		return mad.Notice{}
+	}
+	violations := func() (uint16, uint16) {
+		pi, err := mad.ParsePortInfo(mustQuery(t, dn.f, hca4, mad.SMAttrPortInfo, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pi.PKeyViolations, pi.QKeyViolations
+	}
+	// A limited member's GMP to a limited member: the switches pass it
+	// (the partition is theirs), Hca4's port refuses the key.
+	h2.send(t, gmp(t, h2.lid, h4.lid, 0x0003, mad.GSIQKey))
+	nt := nextTrap("bad P_Key")
+	k := nt.KeyViolation()
+	if nt.TrapNumber != mad.TrapBadPKey || nt.Type != mad.NoticeTypeSecurity || nt.IssuerLID != h4.lid ||
+		k.LID1 != h2.lid || k.LID2 != h4.lid || k.Key != 0x0003 || k.SL != 2 || k.QP1 != 1 || k.QP2 != 1 {
+		t.Errorf("trap %d type %d issuer %d: %+v", nt.TrapNumber, nt.Type, nt.IssuerLID, k)
+	}
+	if p, q := violations(); p != 1 || q != 0 {
+		t.Errorf("violations P_Key %d Q_Key %d, want 1 0", p, q)
+	}
+	h4.expect(t, 1) // the fabric delivers; the HCA's link drops it
+	// A good P_Key with a Q_Key not the GSI's.
+	h2.send(t, gmp(t, h2.lid, h4.lid, 0xFFFF, 0x1234))
+	nt = nextTrap("bad Q_Key")
+	if k := nt.KeyViolation(); nt.TrapNumber != mad.TrapBadQKey || k.Key != 0x1234 || k.LID1 != h2.lid {
+		t.Errorf("trap %d: %+v", nt.TrapNumber, k)
+	}
+	if p, q := violations(); p != 1 || q != 1 {
+		t.Errorf("violations P_Key %d Q_Key %d, want 1 1", p, q)
+	}
+	h4.expect(t, 1)
+	// A good GMP: no trap, nothing counted.
+	h2.send(t, gmp(t, h2.lid, h4.lid, 0xFFFF, mad.GSIQKey))
+	h4.expect(t, 1)
+	select {
+	case d := <-dn.sm.ch:
+		t.Fatalf("after a good GMP: %v", mad.MAD(d.MAD).Fields())
+	case <-time.After(50 * time.Millisecond):
+	}
+	if p, q := violations(); p != 1 || q != 1 {
+		t.Errorf("violations P_Key %d Q_Key %d after a good GMP", p, q)
+	}
+}

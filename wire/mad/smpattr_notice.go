@@ -158,3 +158,42 @@ func (x *Notice) SetTrap144(t Trap144Details) {
 	setBits(&d[11], 0, 6, t.ChangeFlags)
 	be.PutUint16(d[12:], t.CapabilityMask2)
 }
+
+// KeyViolation is the data details of traps 257 (bad P_Key) and 258 (bad
+// Q_Key): a port dropped a packet for QP1 whose key it does not accept.
+// LID1, GID1 and QP1 are the packet's source, LID2, GID2 and QP2 its
+// destination (the port that traps).
+type KeyViolation struct {
+	LID1, LID2 uint16
+	Key        uint32 // the P_Key (low 16 bits) or the Q_Key
+	SL         uint8  // 4 bits
+	QP1, QP2   uint32 // 24 bits each
+	GID1, GID2 [16]byte
+}
+
+// KeyViolation decodes the data details of traps 257 and 258.
+func (x *Notice) KeyViolation() KeyViolation {
+	d := x.DataDetails[:]
+	k := KeyViolation{
+		LID1: be.Uint16(d[2:]), LID2: be.Uint16(d[4:]), Key: be.Uint32(d[6:]),
+		SL: d[10] >> 4, QP1: be.Uint32(d[10:]) & 0xFFFFFF, QP2: be.Uint32(d[14:]) & 0xFFFFFF,
+	}
+	copy(k.GID1[:], d[18:34])
+	copy(k.GID2[:], d[34:50])
+	return k
+}
+
+// SetKeyViolation sets the data details of trap 257 or 258; the reserved
+// bits and the rest of them are zero.
+func (x *Notice) SetKeyViolation(k KeyViolation) {
+	d := x.DataDetails[:]
+	clear(d)
+	be.PutUint16(d[2:], k.LID1)
+	be.PutUint16(d[4:], k.LID2)
+	be.PutUint32(d[6:], k.Key)
+	be.PutUint32(d[10:], k.QP1&0xFFFFFF)
+	d[10] = k.SL << 4
+	be.PutUint32(d[14:], k.QP2&0xFFFFFF)
+	copy(d[18:34], k.GID1[:])
+	copy(d[34:50], k.GID2[:])
+}
