@@ -25,4 +25,7 @@
 // port's SL2VL table, and what has no route, meets a port that is not
 // ACTIVE, fails its VCRC or partition enforcement is dropped and counted in
 // the PMA counters and DataStats; nothing is dropped for lack of buffer.
+// A CA port counts a packet for QP1 with a P_Key or Q_Key it does not
+// accept in PortInfo and sends trap 257 or 258 to its SM. Options.LinkRate
+// gives the links a wire speed, so that VL arbitration shares a busy link.
 package fabric
