@@ -574,3 +574,50 @@ func TestKeyViolationTraps(t *testing.T) {
 		t.Errorf("violations P_Key %d Q_Key %d after a good GMP", p, q)
 	}
 }
+
+// TestUDQKeysOnFabric: the Q_Key rules of UD (IBTA 10.2.4, 11.4.1.1)
+// between verbs devices on the fabric: a receive whose DETH Q_Key is not
+// the QP's is dropped and counted (rx_qkey_drop); a send whose work
+// request names a controlled Q_Key (high bit set) carries the sending QP's
+// own Q_Key instead, so it arrives when that one matches and is dropped
+// when it does not.
+func TestUDQKeysOnFabric(t *testing.T) {
+	dn := sweepData(t, readFile(t, "testdata/net.2sw2path4hca"))
+	a := &polHCA{e2eHCA: openE2E(t, dn, "Hca1")}
+	b := &polHCA{e2eHCA: openE2E(t, dn, "Hca2")}
+	qa, qb := udQP(t, a, 0, 0x1111), udQP(t, b, 0, 0x1111)
+	for i := range 4 {
+		if err := qb.PostRecv([]verbs.RecvWR{{ID: uint64(i), SGL: []verbs.SGE{b.mr.SGE(8000+2000*i, 1100)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drops := func() uint64 { return b.dev.Stats().RxQKeyDrop.Load() }
+	for _, c := range []struct {
+		name    string
+		qkey    uint32 // the work request's
+		ownQKey uint32 // the sending QP's, set before
+		arrives bool
+	}{
+		{"matching Q_Key", 0x1111, 0x1111, true},
+		{"other Q_Key", 0x2222, 0x1111, false},
+		{"controlled Q_Key: the QP's own, matching", 0x80000000, 0x1111, true},
+		{"controlled Q_Key: the QP's own, not matching", 0xFFFFFFFF, 0x3333, false},
+	} {
+		if err := qa.Modify(&verbs.QPAttr{State: verbs.StateRTS, QKey: wire.QKey(c.ownQKey)}, verbs.AttrQKey); err != nil {
+			t.Fatal(err)
+		}
+		before := drops()
+		udSend(t, a, qa, b.lid, qb.QPN(), c.qkey, c.name)
+		if c.arrives {
+			b.poll(t, c.name)
+			if drops() != before {
+				t.Errorf("%s: counted a Q_Key drop", c.name)
+			}
+			continue
+		}
+		waitFor(t, c.name+": the Q_Key drop", func() bool { return drops() == before+1 })
+		if wc, ok := b.pollAny(20 * time.Millisecond); ok {
+			t.Errorf("%s: received %+v", c.name, wc)
+		}
+	}
+}
