@@ -19,9 +19,8 @@ import (
 // partition enforcement, SL2VL and VL arbitration), then shows with verbs
 // devices that the fabric and the HCAs enforce them.
 
-// smPortRefs returns the policy's description of every port the SM swept:
-// CA ports, switches' port 0 and their linked external ports, with the
-// DR path and modifier port to program each.
+// smPolicyPort is a port the SM programs: the policy's description of it,
+// the DR path to its node and its number.
 type smPolicyPort struct {
 	ref  policy.PortRef
 	path []byte
@@ -29,6 +28,8 @@ type smPolicyPort struct {
 	sw   *smNode
 }
 
+// policyPorts returns every port the SM swept: CA ports, switches' port 0
+// and their linked external ports.
 func (sm *testSM) policyPorts(sn *smSubnet) []smPolicyPort {
 	sm.t.Helper()
 	var out []smPolicyPort
@@ -39,9 +40,9 @@ func (sm *testSM) policyPorts(sn *smSubnet) []smPolicyPort {
 		if err != nil {
 			sm.t.Fatal(err)
 		}
-		return policy.PortRef{NodeType: ni.NodeType, NodeGUID: cp.node, PortGUID: g, Port: uint8(cp.num),
-			SM: g == sn.caOrder[0], PKeyCap: int(ni.PartitionCap), VLCap: pi.VLCap,
-			VLArbHighCap: pi.VLArbitrationHighCap, VLArbLowCap: pi.VLArbitrationLowCap}, cp.path
+		ref := policy.EndPortRef(ni, pi, uint8(cp.num), g == sn.caOrder[0])
+		ref.PortGUID = g // the node's NodeInfo came through one of its ports
+		return ref, cp.path
 	}
 	for _, g := range sn.caOrder {
 		ref, p := caRef(g)
@@ -57,27 +58,23 @@ func (sm *testSM) policyPorts(sn *smSubnet) []smPolicyPort {
 			sm.t.Fatal(err)
 		}
 		pi0, _ := mad.ParsePortInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrPortInfo, 0, nil))
-		out = append(out, smPolicyPort{path: n.path, num: 0, sw: n, ref: policy.PortRef{
-			NodeType: mad.NodeTypeSwitch, NodeGUID: g, PortGUID: n.info.PortGUID, PKeyCap: int(n.info.PartitionCap),
-			EnhancedPort0: si.EnhancedPort0, VLCap: pi0.VLCap,
-			VLArbHighCap: pi0.VLArbitrationHighCap, VLArbLowCap: pi0.VLArbitrationLowCap}})
+		out = append(out, smPolicyPort{path: n.path, num: 0, sw: n, ref: policy.SwitchPortRef(n.info, si, pi0, 0, nil)})
 		for port := 1; port <= int(n.info.NumPorts); port++ {
 			e, linked := n.links[port]
 			if !linked {
 				continue
 			}
 			pi, _ := mad.ParsePortInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrPortInfo, uint32(port), nil))
-			ref := policy.PortRef{NodeType: mad.NodeTypeSwitch, NodeGUID: g, PortGUID: n.info.PortGUID, Port: uint8(port),
-				PKeyCap: int(si.PartitionEnforcementCap), VLCap: pi.VLCap,
-				VLArbHighCap: pi.VLArbitrationHighCap, VLArbLowCap: pi.VLArbitrationLowCap}
-			if peer := sn.nodes[e.guid]; peer.info.NodeType != mad.NodeTypeSwitch {
+			var peer *policy.PortRef
+			if sn.nodes[e.guid].info.NodeType != mad.NodeTypeSwitch {
 				for pg, cp := range sn.caPorts {
 					if cp.node == e.guid && cp.num == e.port {
 						r, _ := caRef(pg)
-						ref.Peer = &r
+						peer = &r
 					}
 				}
 			}
+			ref := policy.SwitchPortRef(n.info, si, pi, uint8(port), peer)
 			out = append(out, smPolicyPort{ref: ref, path: n.path, num: uint8(port), sw: n})
 		}
 	}

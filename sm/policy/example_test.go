@@ -58,3 +58,19 @@ qos_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,15
 	// SL2VL [0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 15]
 	// high [{0 255} {0 0}] low [{1 64} {2 192} {0 0}]
 }
+
+// The PortRefs of a CA port and of the switch port its link leads to, from
+// the attributes an SM reads, and what the default configuration (no
+// partitions file) gives them.
+func ExampleSwitchPortRef() {
+	caInfo := mad.NodeInfo{NodeType: mad.NodeTypeCA, NodeGUID: 0x10, PortGUID: 0x11, PartitionCap: 64}
+	swInfo := mad.NodeInfo{NodeType: mad.NodeTypeSwitch, NodeGUID: 0x20, PortGUID: 0x20, PartitionCap: 64}
+	pi := mad.PortInfo{VLCap: 4, VLArbitrationHighCap: 8, VLArbitrationLowCap: 8}
+	ca := policy.EndPortRef(caInfo, pi, 1, false)
+	sw := policy.SwitchPortRef(swInfo, mad.SwitchInfo{PartitionEnforcementCap: 32}, pi, 5, &ca)
+	var ps *policy.Partitions // no partitions.conf
+	in, out := ps.Enforce(sw)
+	fmt.Printf("CA %#04x, switch port %#04x enforcing %v/%v\n", ps.PKeys(ca), ps.PKeys(sw), in, out)
+	// Output:
+	// CA [0xffff], switch port [0xffff] enforcing true/true
+}

@@ -682,3 +682,26 @@ func PKeyTableBlocks(keys []uint16) []mad.PKeyTable {
 	}
 	return out
 }
+
+// EndPortRef returns the PortRef of an end port (a CA or router port, or
+// a switch's port 0 with port 0) from what the SM read of it: its node's
+// NodeInfo and the port's PortInfo. sm says it is the SM's own port.
+func EndPortRef(ni mad.NodeInfo, pi mad.PortInfo, port uint8, sm bool) PortRef {
+	return PortRef{NodeType: ni.NodeType, NodeGUID: ni.NodeGUID, PortGUID: ni.PortGUID, Port: port, SM: sm,
+		PKeyCap: int(ni.PartitionCap), VLCap: pi.VLCap,
+		VLArbHighCap: pi.VLArbitrationHighCap, VLArbLowCap: pi.VLArbitrationLowCap}
+}
+
+// SwitchPortRef returns the PortRef of a switch's port (external, or 0)
+// from the switch's NodeInfo and SwitchInfo and the port's PortInfo; peer
+// is the end port its link leads to (nil: a switch, or no link). Port 0
+// is an end port: its PKeyCap is NodeInfo.PartitionCap, an external
+// port's SwitchInfo.PartitionEnforcementCap.
+func SwitchPortRef(ni mad.NodeInfo, si mad.SwitchInfo, pi mad.PortInfo, port uint8, peer *PortRef) PortRef {
+	r := EndPortRef(ni, pi, port, false)
+	r.EnhancedPort0 = si.EnhancedPort0
+	if port != 0 {
+		r.PKeyCap, r.Peer = int(si.PartitionEnforcementCap), peer
+	}
+	return r
+}

@@ -270,3 +270,28 @@ func FuzzParsePartitions(f *testing.F) {
 		}
 	})
 }
+
+// TestPortRefs: the PortRef constructors take the capacities from the
+// attributes the SM reads.
+func TestPortRefs(t *testing.T) {
+	ni := mad.NodeInfo{NodeType: mad.NodeTypeCA, NodeGUID: 0x10, PortGUID: 0x11, PartitionCap: 64}
+	pi := mad.PortInfo{VLCap: 4, VLArbitrationHighCap: 8, VLArbitrationLowCap: 16}
+	ca := EndPortRef(ni, pi, 1, true)
+	if ca != (PortRef{NodeType: mad.NodeTypeCA, NodeGUID: 0x10, PortGUID: 0x11, Port: 1, SM: true, PKeyCap: 64,
+		VLCap: 4, VLArbHighCap: 8, VLArbLowCap: 16}) {
+		t.Errorf("CA %+v", ca)
+	}
+	sw := mad.NodeInfo{NodeType: mad.NodeTypeSwitch, NodeGUID: 0x20, PortGUID: 0x20, PartitionCap: 64}
+	si := mad.SwitchInfo{PartitionEnforcementCap: 32, EnhancedPort0: true}
+	p0 := SwitchPortRef(sw, si, pi, 0, &ca)
+	if p0.PKeyCap != 64 || p0.Peer != nil || !p0.EnhancedPort0 || p0.Port != 0 {
+		t.Errorf("switch port 0 %+v", p0)
+	}
+	p3 := SwitchPortRef(sw, si, pi, 3, &ca)
+	if p3.PKeyCap != 32 || p3.Peer != &ca || p3.Port != 3 || p3.VLArbLowCap != 16 {
+		t.Errorf("switch port 3 %+v", p3)
+	}
+	if in, out := DefaultPartitions().Enforce(p3); !in || !out {
+		t.Error("switch port toward a CA does not enforce")
+	}
+}
