@@ -17,6 +17,7 @@ type SyntaxError struct {
 	Msg  string
 }
 
+// Error names the file kind, the line and the fault.
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("policy: %s line %d: %s", e.File, e.Line, e.Msg)
 }

@@ -34,6 +34,7 @@ const (
 	Both = Limited | Full
 )
 
+// String returns full, limited or both, as partitions.conf writes them.
 func (m Membership) String() string {
 	switch m {
 	case Limited:
