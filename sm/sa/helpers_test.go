@@ -211,6 +211,7 @@ type client struct {
 	ackLoss float64
 	rng     *rand.Rand
 	acks    int
+	smKey   uint64 // the SM_Key requests carry
 }
 
 func newClient(t testing.TB, srv *Server, tr *memTransport, lid uint16) *client {
@@ -221,7 +222,7 @@ func newClient(t testing.TB, srv *Server, tr *memTransport, lid uint16) *client 
 func (c *client) request(method mad.Method, attr mad.AttributeID, mask uint64, rec []byte) {
 	c.tid++
 	b := make([]byte, mad.Size)
-	m, _ := mad.NewSAMAD(b, method, attr, c.tid, &mad.SAHeader{ComponentMask: mask})
+	m, _ := mad.NewSAMAD(b, method, attr, c.tid, &mad.SAHeader{SMKey: c.smKey, ComponentMask: mask})
 	copy(m.Data(), rec)
 	c.srv.Handle(&sm.Datagram{SLID: c.lid, DLID: 1, SQP: 1, DQP: 1, PKey: 0xffff, QKey: mad.GSIQKey, MAD: b})
 }

@@ -43,8 +43,9 @@ func nodeRecords(s *sm.Subnet) [][]byte {
 }
 
 // portInfoRecords gives a PortInfoRecord for every port the snapshot has,
-// indexed by the LID of the port (a switch's ports: the switch's).
-func portInfoRecords(s *sm.Subnet) [][]byte {
+// indexed by the LID of the port (a switch's ports: the switch's), with
+// the M_Key zeroed unless trusted.
+func portInfoRecords(s *sm.Subnet, trusted bool) [][]byte {
 	var out [][]byte
 	for _, n := range s.Nodes {
 		for _, p := range n.Ports {
@@ -52,6 +53,9 @@ func portInfoRecords(s *sm.Subnet) [][]byte {
 				continue
 			}
 			r := mad.PortInfoRecord{EndportLID: p.LID(), PortNum: uint8(p.Num), Info: p.Info}
+			if !trusted {
+				r.Info.MKey = 0
+			}
 			b := make([]byte, mad.PortInfoRecordSize)
 			r.Encode(b)
 			out = append(out, b)

@@ -110,6 +110,21 @@ func TestPortInfoAndSwitchInfoRecords(t *testing.T) {
 	if r, _ := mad.ParsePortInfoRecord(b); st != 0 || r.PortNum != 3 || r.Info != sw.Ports[3].Info {
 		t.Errorf("Get port 3: %s %+v", mad.SAStatusName(st), r)
 	}
+	// The M_Key only for a requester with the SM_Key.
+	s.SMKey = 0x5eed
+	sw.Ports[3].Info.MKey = 0x1234
+	mk := mad.PortInfoRecord{PortNum: 3, Info: mad.PortInfo{MKey: 0x1234}}
+	for _, key := range []uint64{0, 0x5eed} {
+		c.smKey = key
+		_, b := c.get(mad.MethodGet, mad.SAAttrPortInfoRecord, mad.PortInfoRecCompLID|mad.PortInfoRecCompPortNum, enc(&q, mad.PortInfoRecordSize))
+		r, _ := mad.ParsePortInfoRecord(b)
+		_, byKey := c.getTable(mad.SAAttrPortInfoRecord, mad.PortInfoRecCompMKey|mad.PortInfoRecCompPortNum, enc(&mk, mad.PortInfoRecordSize))
+		if trusted := key == s.SMKey; trusted != (r.Info.MKey == 0x1234) || trusted != (len(byKey) == 1) {
+			t.Errorf("SM_Key %#x: M_Key %#x, %d records by M_Key", key, r.Info.MKey, len(byKey))
+		}
+	}
+	c.smKey, sw.Ports[3].Info.MKey = 0, 0
+	s.SMKey = 0
 	// By a PortInfo field: the ports in state Active.
 	q = mad.PortInfoRecord{Info: mad.PortInfo{PortState: mad.PortStateActive}}
 	_, recs = c.getTable(mad.SAAttrPortInfoRecord, mad.PortInfoRecCompPortState, enc(&q, mad.PortInfoRecordSize))

@@ -254,7 +254,13 @@ func (s *Server) dispatch(r *request) answer {
 	case mad.SAAttrNodeRecord:
 		return match(r, mad.NodeRecordComponents, mad.NodeRecordSize, nodeRecords(r.subnet))
 	case mad.SAAttrPortInfoRecord:
-		return match(r, mad.PortInfoRecordComponents, mad.PortInfoRecordSize, portInfoRecords(r.subnet))
+		// The M_Key goes only to a requester that knows the SM_Key, as
+		// OpenSM does it; nor may others search by it.
+		trusted := r.m.Header().SMKey == r.subnet.SMKey
+		if !trusted {
+			r.mask &^= mad.PortInfoRecCompMKey
+		}
+		return match(r, mad.PortInfoRecordComponents, mad.PortInfoRecordSize, portInfoRecords(r.subnet, trusted))
 	case mad.SAAttrSwitchInfoRecord:
 		return match(r, mad.SwitchInfoRecordComponents, mad.SwitchInfoRecordSize, switchInfoRecords(r.subnet))
 	case mad.SAAttrLinkRecord:

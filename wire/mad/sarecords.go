@@ -145,6 +145,7 @@ const (
 	PortInfoRecCompLID       = 1 << 0
 	PortInfoRecCompPortNum   = 1 << 1
 	PortInfoRecCompOptions   = 1 << 2
+	PortInfoRecCompMKey      = 1 << 3
 	PortInfoRecCompBaseLID   = 1 << 5
 	PortInfoRecCompCapMask   = 1 << 7
 	PortInfoRecCompPortState = 1 << 15
