@@ -262,12 +262,15 @@ func TestE2ESaquery(t *testing.T) {
 	// padding (zero, or whatever its buffer held). So saquery asks for one
 	// record at a time and the test checks the first record(s) it prints.
 	host := "Hca2"
+	var asked []query
 	for _, p := range endPorts(s) {
 		if p.LID() == 0 {
 			continue // a CA port without a link
 		}
 		lid := strconv.Itoa(int(p.LID()))
-		checkNodeRecord(t, p, dumps(runSaquery(t, sock, host, "NodeRecord", lid), "NodeRecord"))
+		recs := dumps(runSaquery(t, sock, host, "NodeRecord", lid), "NodeRecord")
+		checkNodeRecord(t, p, recs)
+		asked = append(asked, query{[]string{"NodeRecord", lid}, "NodeRecord", recs[0]})
 	}
 	for _, n := range s.Nodes {
 		for _, p := range n.Ports {
@@ -277,7 +280,9 @@ func TestE2ESaquery(t *testing.T) {
 			arg := fmt.Sprintf("%d/%d", p.LID(), p.Num)
 			checkPortInfoRecord(t, p, dumps(runSaquery(t, sock, host, "PortInfoRecord", arg), "PortInfoRecord"))
 			if p.Remote != nil {
-				checkLinkRecord(t, p, dumps(runSaquery(t, sock, host, "LinkRecord", arg), "LinkRecord"))
+				recs := dumps(runSaquery(t, sock, host, "LinkRecord", arg), "LinkRecord")
+				checkLinkRecord(t, p, recs)
+				asked = append(asked, query{[]string{"LinkRecord", arg}, "LinkRecord", recs[0]})
 			}
 		}
 		if n.Switch != nil {
@@ -291,8 +296,10 @@ func TestE2ESaquery(t *testing.T) {
 			if a == b {
 				continue
 			}
-			out := runSaquery(t, sock, host, "-p", "--slid", strconv.Itoa(int(a.LID())), "--dlid", strconv.Itoa(int(b.LID())))
-			checkPathRecord(t, s, a, b, dumps(out, "PathRecord"))
+			args := []string{"-p", "--slid", strconv.Itoa(int(a.LID())), "--dlid", strconv.Itoa(int(b.LID()))}
+			recs := dumps(runSaquery(t, sock, host, args...), "PathRecord")
+			checkPathRecord(t, s, a, b, recs)
+			asked = append(asked, query{args, "PathRecord", recs[0]})
 		}
 	}
 	a := cas[0]
@@ -319,4 +326,115 @@ func TestE2ESaquery(t *testing.T) {
 	if st := sa.Stats(); st.Errors != 0 || st.Requests < 50 {
 		t.Errorf("SA stats %+v", st)
 	}
+
+	// OpenSM's own SA on Linux ibsim, same topology, same queries: the
+	// records must read the same (but NodeInfo's Revision, ibsim's 0xA1).
+	compareOpenSM(t, path, host, asked)
+}
+
+// query is one saquery run and the first record it printed.
+type query struct {
+	args []string
+	name string
+	rec  map[string]string
+}
+
+// compareOpenSM runs Linux ibsim on the topology with OpenSM as a daemon
+// at Hca1 and asks its SA the same queries.
+func compareOpenSM(t *testing.T, netfile, host string, asked []query) {
+	t.Helper()
+	bin, err := exec.LookPath("ibsim")
+	if err != nil {
+		t.Fatal("SOFTRDMA_IBSIM_E2E is set but ibsim is not installed")
+	}
+	abs, _ := filepath.Abs(netfile)
+	sock := fmt.Sprintf("softrdma-sa-ibsim-%d", os.Getpid())
+	dir := t.TempDir()
+	sim := exec.Command(bin, "-s", "-n", "-f", filepath.Join(dir, "ibsim.log"), abs)
+	sim.Env = append(os.Environ(), "IBSIM_SOCKNAME="+sock)
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sim.Process.Kill(); sim.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		c, err := ibsim.Dial(ctx, ibsim.ClientConfig{SockName: sock, ID: uint32(os.Getpid())*16 + 7})
+		cancel()
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ibsim did not answer: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	osm := exec.CommandContext(ctx, "ibsim-run", "opensm", "-f", filepath.Join(dir, "opensm.log"))
+	osm.Env = append(os.Environ(), "IBSIM_SOCKNAME="+sock, "SIM_HOST=Hca1", "OSM_CACHE_DIR="+dir, "OSM_TMP_DIR="+dir)
+	osm.Dir = dir
+	if err := osm.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	defer func() { cancel(); osm.Wait() }()
+	// The SA answers PathRecords once the subnet is up.
+	last := asked[len(asked)-1]
+	for deadline = time.Now().Add(60 * time.Second); ; {
+		out, err := trySaquery(sock, host, last.args...)
+		if err == nil && len(dumps(out, last.name)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			lb, _ := os.ReadFile(filepath.Join(dir, "opensm.log"))
+			t.Fatalf("OpenSM's SA on ibsim does not answer %v: %v\n%s\n--- log:\n%s", last.args, err, out, lb)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// What differs between the two fabrics' nodes, not between the SAs:
+	// ibsim's NodeInfo Revision (0xA1) and switch PartitionCap (8), and
+	// its ports' MTU (2048, softrdma's 4096), which OpenSM's paths take
+	// as ours take our ports'.
+	pir := dumps(runSaquery(t, sock, host, "PortInfoRecord", "1/1"), "PortInfoRecord")
+	if len(pir) == 0 {
+		t.Fatal("OpenSM: no PortInfoRecord 1/1")
+	}
+	ibsimMTU := uint64(0)
+	for m := num(t, pir[0]["NeighborMTU"]); m > 128; m >>= 1 {
+		ibsimMTU++
+	}
+	for _, q := range asked {
+		out := runSaquery(t, sock, host, q.args...)
+		recs := dumps(out, q.name)
+		if len(recs) == 0 {
+			t.Errorf("OpenSM: saquery %v printed no record:\n%s", q.args, out)
+			continue
+		}
+		for k, want := range recs[0] {
+			switch {
+			case k == "revision" || k == "partition_cap":
+				continue
+			case q.name == "PathRecord" && k == "mtu":
+				if n := num(t, want); n != mad.SelectExactly<<6|ibsimMTU {
+					t.Errorf("OpenSM: saquery %v: mtu %s, ibsim's ports have %d", q.args, want, ibsimMTU)
+				}
+				continue
+			}
+			if got := q.rec[k]; got != want {
+				t.Errorf("saquery %v: %s is %q from our SA, %q from OpenSM's", strings.Join(q.args, " "), k, got, want)
+			}
+		}
+	}
+	t.Logf("%d records compared with OpenSM's SA", len(asked))
+}
+
+func trySaquery(sock, host string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ibsim-run", append([]string{"saquery"}, args...)...)
+	cmd.Env = append(os.Environ(), "IBSIM_SOCKNAME="+sock, "SIM_HOST="+host)
+	cmd.Dir = os.TempDir()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
