@@ -50,3 +50,30 @@ func Example() {
 	// Output:
 	// to LID 7: GetResp OK, LID 7 is "hca-1"
 }
+
+// Route walks the switches' forwarding tables of a snapshot: here a CA,
+// a switch and another CA.
+func ExampleRoute() {
+	sw := &sm.Node{Desc: "switch", Info: mad.NodeInfo{NodeType: mad.NodeTypeSwitch, NumPorts: 2},
+		Switch: &mad.SwitchInfo{LinearFDBTop: 3}, LFT: []uint8{0xff, 0, 1, 2}}
+	a := &sm.Node{Desc: "a", Info: mad.NodeInfo{NodeType: mad.NodeTypeCA, NumPorts: 1}}
+	b := &sm.Node{Desc: "b", Info: mad.NodeInfo{NodeType: mad.NodeTypeCA, NumPorts: 1}}
+	link := mad.PortInfo{NeighborMTU: mad.MTU2048, LinkWidthActive: mad.LinkWidth4X, LinkSpeedActive: mad.LinkSpeedQDR}
+	sw.Ports = []*sm.Port{{Node: sw, GUID: 0x20, Info: mad.PortInfo{LID: 1}},
+		{Node: sw, Num: 1, GUID: 0x20, Info: link}, {Node: sw, Num: 2, GUID: 0x20, Info: link}}
+	pa, pb := link, link
+	pa.LID, pb.LID = 2, 3
+	a.Ports = []*sm.Port{nil, {Node: a, Num: 1, GUID: 0x11, Info: pa, Remote: sw.Ports[1]}}
+	b.Ports = []*sm.Port{nil, {Node: b, Num: 1, GUID: 0x12, Info: pb, Remote: sw.Ports[2]}}
+	sw.Ports[1].Remote, sw.Ports[2].Remote = a.Ports[1], b.Ports[1]
+	s := &sm.Subnet{Nodes: []*sm.Node{sw, a, b}}
+	s.Index()
+
+	p, err := sa.Route(s, a.Ports[1], 3)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%d hops to %s, MTU code %d, rate %d Mb/s\n", p.Hops, p.Dest.Node.Desc, p.MTU, mad.RateMbps(p.Rate))
+	// Output:
+	// 2 hops to b, MTU code 4, rate 40000 Mb/s
+}

@@ -65,7 +65,9 @@ func segments(tmpl mad.SAMAD, a answer) []mad.SAMAD {
 // startTransfer sends a table answer by RMPP.
 func (s *Server) startTransfer(r *request, tmpl mad.SAMAD, a answer) {
 	k := transferKey{r.d.SLID, r.d.SQP, r.m.MAD().TransactionID()}
-	t := &transfer{key: k, d: r.d, segs: segments(tmpl, a), ctl: make(chan mad.RMPPHeader, 16)}
+	addr := *r.d // the caller may reuse its Datagram once Handle returns
+	addr.MAD = nil
+	t := &transfer{key: k, d: &addr, segs: segments(tmpl, a), ctl: make(chan mad.RMPPHeader, 16)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

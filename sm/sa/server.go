@@ -342,8 +342,9 @@ func (s *Server) respond(r *request, a answer) {
 
 // send answers the requester of d with m.
 func (s *Server) send(d *sm.Datagram, m mad.SAMAD) {
+	// A copy each time: a transfer sends its segments again.
 	out := &sm.Datagram{SLID: d.DLID, DLID: d.SLID, SQP: mad.GSIQPN, DQP: d.SQP, SL: d.SL, PKey: d.PKey,
-		QKey: mad.GSIQKey, MAD: m}
+		QKey: mad.GSIQKey, MAD: append([]byte(nil), m...)}
 	if err := s.t.Send(out); err != nil {
 		s.log.Debug("send failed", "dlid", d.SLID, "err", err)
 	}
