@@ -135,7 +135,10 @@ func checkGroups(t *testing.T, sa *Server, recs []map[string]string) {
 	if len(gs) != 1 || len(recs) < 2 {
 		t.Fatalf("%d groups, saquery -g printed %d records", len(gs), len(recs))
 	}
-	g := gs[0]
+	g := gs[0].Record
+	if len(gs[0].Members) != 2 {
+		t.Errorf("group members %v", gs[0].Members)
+	}
 	for _, r := range recs[:2] { // one per member
 		expect(t, "MCMemberRecord", r, map[string]any{"MGID": netip.AddrFrom16(g.MGID).String(), "Mlid": g.MLID,
 			"Mtu": g.MTUSelector<<6 | g.MTU, "pkey": g.PKey, "Rate": g.RateSelector<<6 | g.Rate, "SL": g.SL})

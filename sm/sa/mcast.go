@@ -20,10 +20,9 @@ const (
 
 // group is one multicast group.
 type group struct {
-	rec     mad.MCMemberRecord   // the group's parameters; PortGID and JoinState zero
-	members map[mad.GID]uint8    // port GID -> join state
-	order   []mad.GID            // members in the order they joined
-	ports   map[mad.GID]*sm.Port // resolved on join
+	rec     mad.MCMemberRecord // the group's parameters; PortGID and JoinState zero
+	members map[mad.GID]uint8  // port GID -> join state
+	order   []mad.GID          // members in the order they joined
 }
 
 // mcastChange is a group's membership after a change, for Config.Multicast.
@@ -32,26 +31,52 @@ type mcastChange struct {
 	members []*sm.Port
 }
 
-func (g *group) change() mcastChange {
+// change gives the group's members in snapshot sub (the one the request
+// was answered from), for Config.Multicast.
+func (g *group) change(sub *sm.Subnet) mcastChange {
 	c := mcastChange{mlid: g.rec.MLID}
 	for _, gid := range g.order {
-		if p := g.ports[gid]; p != nil {
+		if p := sub.PortByGUID(gid.GUID()); p != nil {
 			c.members = append(c.members, p)
 		}
 	}
 	return c
 }
 
-// Groups returns the multicast groups' records (PortGID and JoinState
-// zero), ordered by MLID.
-func (s *Server) Groups() []mad.MCMemberRecord {
+// Group is a multicast group as the SA keeps it.
+type Group struct {
+	// Record holds the group's parameters (MGID, MLID, Q_Key, P_Key, MTU,
+	// rate, SL, ...); its PortGID and JoinState are zero.
+	Record mad.MCMemberRecord
+	// Members are the member ports in the order they joined, found by
+	// their port GUIDs in the Source's current snapshot (a member whose
+	// port is not in it is left out), and their join states.
+	Members    []*sm.Port
+	JoinStates []uint8
+}
+
+// Groups returns the multicast groups ordered by MLID, with their members
+// in the current snapshot: what the SM programs the switches' multicast
+// forwarding tables from after a sweep.
+func (s *Server) Groups() []Group {
+	sub := s.src.Subnet()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []mad.MCMemberRecord
+	var out []Group
 	for _, g := range s.groups {
-		out = append(out, g.rec)
+		x := Group{Record: g.rec}
+		for _, gid := range g.order {
+			var p *sm.Port
+			if sub != nil {
+				p = sub.PortByGUID(gid.GUID())
+			}
+			if p != nil {
+				x.Members, x.JoinStates = append(x.Members, p), append(x.JoinStates, g.members[gid])
+			}
+		}
+		out = append(out, x)
 	}
-	slices.SortFunc(out, func(a, b mad.MCMemberRecord) int { return int(a.MLID) - int(b.MLID) })
+	slices.SortFunc(out, func(a, b Group) int { return int(a.Record.MLID) - int(b.Record.MLID) })
 	return out
 }
 
@@ -125,14 +150,13 @@ func (s *Server) join(r *request, q mad.MCMemberRecord) answer {
 		g.order = append(g.order, q.PortGID)
 	}
 	g.members[q.PortGID] = old | q.JoinState
-	g.ports[q.PortGID] = port
 	rec := g.rec
 	rec.PortGID, rec.JoinState = q.PortGID, g.members[q.PortGID]
 	b := make([]byte, mad.MCMemberRecordSize)
 	rec.Encode(b)
 	a := answer{records: [][]byte{b}, size: mad.MCMemberRecordSize}
 	if old == 0 {
-		a.notify = []mcastChange{g.change()}
+		a.notify = []mcastChange{g.change(r.subnet)}
 		s.log.Debug("multicast join", "mlid", g.rec.MLID, "port", port.GUID)
 	}
 	return a
@@ -210,7 +234,7 @@ func (s *Server) createGroup(r *request, q mad.MCMemberRecord, port *sm.Port) (*
 	if _, dup := s.groups[rec.MGID]; dup {
 		return nil, mad.SAStatusReqInvalid
 	}
-	g := &group{rec: rec, members: map[mad.GID]uint8{}, ports: map[mad.GID]*sm.Port{}}
+	g := &group{rec: rec, members: map[mad.GID]uint8{}}
 	s.groups[rec.MGID] = g
 	s.log.Debug("multicast group created", "mlid", mlid)
 	return g, mad.StatusOK
@@ -281,12 +305,11 @@ func (s *Server) leave(r *request, q mad.MCMemberRecord) answer {
 		return a
 	}
 	delete(g.members, q.PortGID)
-	delete(g.ports, q.PortGID)
 	g.order = slices.DeleteFunc(g.order, func(x mad.GID) bool { return x == q.PortGID })
 	if len(g.members) == 0 {
 		delete(s.groups, q.MGID)
 		s.log.Debug("multicast group deleted", "mlid", g.rec.MLID)
 	}
-	a.notify = []mcastChange{g.change()}
+	a.notify = []mcastChange{g.change(r.subnet)}
 	return a
 }

@@ -635,7 +635,8 @@ func TestMCMember(t *testing.T) {
 	if st := leave(cas[1]); st != 0 {
 		t.Errorf("last leave: %s", mad.SAStatusName(st))
 	}
-	if gs := srv.Groups(); len(gs) != 1 || gs[0].MLID != MLIDFirst+1 {
+	if gs := srv.Groups(); len(gs) != 1 || gs[0].Record.MLID != MLIDFirst+1 || len(gs[0].Members) != 1 ||
+		gs[0].Members[0] != cas[2] || gs[0].JoinStates[0] != mad.JoinFullMember {
 		t.Errorf("groups left: %+v", gs)
 	}
 	want := []call{
