@@ -284,6 +284,7 @@ func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16
 	var payload []byte
 	var expect, window uint32 = 1, 1
 	var offset int
+	var firstLen uint32 // the first segment's PayloadLength
 	for {
 		m := c.recv()
 		if m.MAD().TransactionID() != c.tid {
@@ -305,6 +306,7 @@ func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16
 			if h.Flags&mad.RMPPFlagFirst == 0 {
 				c.t.Fatal("segment 1 without First")
 			}
+			firstLen = h.Length
 		}
 		last := h.Flags&mad.RMPPFlagLast != 0
 		data := m.Data()
@@ -317,6 +319,11 @@ func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16
 			st := m.MAD().Status()
 			if st != mad.StatusOK {
 				return st, nil
+			}
+			// The whole payload counting each segment's SA header, as
+			// Linux counts it.
+			if want := uint32(len(payload)) + expect*mad.SAHeaderSize; firstLen != want {
+				c.t.Fatalf("first segment's PayloadLength %d, want %d for %d segments", firstLen, want, expect)
 			}
 			if offset == 0 {
 				c.t.Fatal("AttributeOffset 0")
