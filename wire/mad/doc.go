@@ -34,6 +34,16 @@
 // CM's, so AttributeID.String names only the CM's; AttrName takes the
 // class.
 //
+// Subnet administration (class ClassSubnAdm) has its own layout, SAMAD: the
+// MAD header, an RMPP header (RMPPHeader: DATA, ACK, STOP and ABORT of the
+// reliable multi-packet protocol that carries table answers), the SA header
+// (SAHeader: SM_Key, AttributeOffset, ComponentMask) and 200 bytes of
+// records. The records NodeRecord, PortInfoRecord, SwitchInfoRecord,
+// LinkRecord, ServiceRecord, PathRecord and MCMemberRecord have codecs of
+// the same shape, and each a table of its components (such as
+// PathRecordComponents) that MatchComponents uses to compare a query with a
+// record on the components its mask selects.
+//
 // Views must be at least as long as their message; Parse guarantees that for
 // the views it hands out. Setters keep only as many low bits of a value as
 // the field has. The package imports only the standard library.

@@ -73,6 +73,8 @@ func AttrName(c Class, a AttributeID) string {
 		names = smAttrNames
 	case ClassPerf:
 		names = perfAttrNames
+	case ClassSubnAdm:
+		names = saAttrNames
 	}
 	if s, ok := names[a]; ok {
 		return s
