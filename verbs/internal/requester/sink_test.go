@@ -33,8 +33,8 @@ type rec struct {
 	locals       []uint64          // Local calls, in order
 	failLocal    map[uint64]Status // seq: the status Local returns for it
 	failTransmit map[uint64]Status // seq: the status Transmit returns for it
-	migrate      int  // Migrate calls
-	canMigrate   bool // what Migrate returns (once: the path is used up)
+	migrate      int               // Migrate calls
+	canMigrate   bool              // what Migrate returns (once: the path is used up)
 	failPlace    Status
 	failDeliver  Status
 	check        func(p *Packet)                           // extra checks on each transmitted packet
