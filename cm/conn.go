@@ -140,6 +140,8 @@ type Conn struct {
 	tid       uint64
 	path      Path
 	remoteQPN wire.QPN
+	alt       Path // the alternate path, if hasAlt (REQParams.AltPath)
+	hasAlt    bool
 	ackTO     uint8 // local ACK timeout of the connection, for time wait
 	peerRespT uint8 // the peer's CM response timeout exponent
 	retries   int
@@ -223,6 +225,11 @@ type REQParams struct {
 	LocalACKTimeout    uint8 // 0..31
 	SRQ                bool
 	PrivateData        []byte // at most mad.REQPrivateDataSize bytes
+	// AltPath, if not nil, is the connection's alternate path for
+	// automatic path migration (IBTA 17.2.8): the REQ's alternate path
+	// fields carry it, with LocalACKTimeout, and the passive side's
+	// Conn.AltPath returns it seen from there.
+	AltPath *Path
 }
 
 // SendREQ starts an active connection: it sends a REQ and waits for the
@@ -244,10 +251,6 @@ func (c *Conn) SendREQ(p *REQParams) error {
 	if err != nil {
 		return errf(ErrInvalid, "source GID: %v", err)
 	}
-	hop := p.Path.HopLimit
-	if hop == 0 {
-		hop = 64
-	}
 	f := mad.REQFields{
 		LocalCommID: c.localID, ServiceID: p.ServiceID, LocalCAGUID: m.guid,
 		LocalQPN: p.QPN, ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
@@ -255,12 +258,21 @@ func (c *Conn) SendREQ(p *REQParams) error {
 		LocalCMResponseTimeout: m.opts.ResponseTimeout, RetryCount: p.RetryCount,
 		PKey: 0xFFFF, PathMTU: uint8(p.PathMTU), RNRRetryCount: p.RNRRetryCount,
 		MaxCMRetries: m.opts.MaxRetries, SRQ: p.SRQ,
-		PrimaryPath: mad.REQPathFields{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: src, RemoteGID: p.Path.DGID,
-			FlowLabel: p.Path.FlowLabel, TrafficClass: p.Path.TrafficClass, HopLimit: hop,
-			LocalACKTimeout: p.LocalACKTimeout},
+		PrimaryPath: reqPath(src, &p.Path, p.LocalACKTimeout),
 	}
 	if p.QPType == verbs.UC {
 		f.TransportServiceType = mad.TransportUC
+	}
+	if alt := p.AltPath; alt != nil {
+		asrc, err := m.dev.QueryGID(1, alt.SGIDIndex)
+		if err != nil {
+			return errf(ErrInvalid, "alternate source GID: %v", err)
+		}
+		if alt.DGID == (wire.GID{}) {
+			return errf(ErrInvalid, "alternate path without a destination GID")
+		}
+		f.AlternatePath = reqPath(asrc, alt, p.LocalACKTimeout)
+		c.alt, c.hasAlt = *alt, true
 	}
 	copy(f.PrivateData[:], p.PrivateData)
 	c.path, c.ackTO, c.peerRespT = p.Path, p.LocalACKTimeout, m.opts.ResponseTimeout
@@ -269,6 +281,28 @@ func (c *Conn) SendREQ(p *REQParams) error {
 	mad.EncodeCM(c.msg[:], c.tid, &f)
 	c.startRequestLocked(timeoutOf(m.opts.ResponseTimeout))
 	return nil
+}
+
+// reqPath is a REQ's path from source GID src along p: on RoCE the LIDs
+// are the permissive LID, as Linux sends them; a hop limit of 0 is sent
+// as 64.
+func reqPath(src wire.GID, p *Path, ackTO uint8) mad.REQPathFields {
+	hop := p.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	return mad.REQPathFields{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: src, RemoteGID: p.DGID,
+		FlowLabel: p.FlowLabel, TrafficClass: p.TrafficClass, HopLimit: hop, LocalACKTimeout: ackTO}
+}
+
+// AltPath returns the connection's alternate path and whether it has one:
+// the REQ's alternate path, seen from this side (the active side's
+// REQParams.AltPath; on the passive side the REQ's alternate path with its
+// GIDs swapped, the source GID found in the device's table).
+func (c *Conn) AltPath() (Path, bool) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.alt, c.hasAlt
 }
 
 // REPParams are the contents of a REP.

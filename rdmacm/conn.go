@@ -255,7 +255,8 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 		err = c.SendREQ(&cm.REQParams{ServiceID: id.serviceID(id.dst.Port()), Path: path, QPType: verbs.RC,
 			QPN: qpn, StartingPSN: id.psn, ResponderResources: cp.ResponderResources,
 			InitiatorDepth: cp.InitiatorDepth, RetryCount: min(cp.RetryCount, 7), RNRRetryCount: min(cp.RNRRetryCount, 7),
-			PathMTU: mtu, LocalACKTimeout: id.ackTimeoutLocked(ackTimeout), SRQ: cp.SRQ, PrivateData: pd[:n]})
+			PathMTU: mtu, LocalACKTimeout: id.ackTimeoutLocked(ackTimeout), SRQ: cp.SRQ, PrivateData: pd[:n],
+			AltPath: id.alt})
 	}
 	if err != nil {
 		id.conn, id.state = nil, idRouteResolved
@@ -398,6 +399,7 @@ func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU
 		return err
 	}
 	a, mask = rtsAttr(sqPSN, maxRd, timeout, retry, rnr)
+	mask = id.withAltLocked(&a, mask)
 	return id.qp.Modify(&a, mask)
 }
 

@@ -239,6 +239,7 @@ type ID struct {
 	tos       uint8               // SetTOS: the traffic class of the connections it initiates
 	ackTO     uint8               // SetACKTimeout: the local ACK timeout of its QP
 	ackTOSet  bool
+	alt       *cm.Path // SetAltPath: the alternate path of the connection it initiates
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id). With a nil
