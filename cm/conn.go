@@ -68,19 +68,28 @@ const (
 	EventDREP
 	// EventTimeWaitExit: time wait is over; the Conn is gone.
 	EventTimeWaitExit
-	// EventTimeout: a REQ, REP or SIDR_REQ was not answered after all
-	// retries (Event.Msg says which; Event.Err wraps ErrTimeout).
+	// EventTimeout: a REQ, REP, SIDR_REQ or LAP was not answered after
+	// all retries (Event.Msg says which, MsgOther for SIDR_REQ and LAP;
+	// Event.Err wraps ErrTimeout). A LAP's timeout leaves the connection
+	// established.
 	EventTimeout
 	// EventSIDRReq: a new passive Conn received a SIDR_REQ (Event.SIDRReq);
 	// answer with SendSIDRRep.
 	EventSIDRReq
 	// EventSIDRRep: the answer to our SIDR_REQ (Event.SIDRRep).
 	EventSIDRRep
+	// EventLAP: the peer proposes a new alternate path (Event.LAP, and
+	// Event.AltPath seen from this side); answer with SendAPR.
+	EventLAP
+	// EventAPR: the answer to our LAP (Event.APStatus; Event.ARI holds
+	// the additional information).
+	EventAPR
 )
 
 var eventNames = map[EventType]string{EventREQ: "REQ", EventREP: "REP", EventEstablished: "ESTABLISHED",
 	EventREJ: "REJ", EventDREQ: "DREQ", EventDREP: "DREP", EventTimeWaitExit: "TIMEWAIT_EXIT",
-	EventTimeout: "TIMEOUT", EventSIDRReq: "SIDR_REQ", EventSIDRRep: "SIDR_REP"}
+	EventTimeout: "TIMEOUT", EventSIDRReq: "SIDR_REQ", EventSIDRRep: "SIDR_REP",
+	EventLAP: "LAP", EventAPR: "APR"}
 
 // String returns the event's name, such as "REP".
 func (e EventType) String() string {
@@ -100,7 +109,13 @@ type Event struct {
 	REP     *mad.REPFields
 	SIDRReq *mad.SIDRReqFields
 	SIDRRep *mad.SIDRRepFields
-	// EventREJ: why, and the additional reject information.
+	LAP     *mad.LAPFields
+	// AltPath is the path a LAP proposes, seen from this side (EventLAP).
+	AltPath *Path
+	// APStatus is the APR's answer (EventAPR).
+	APStatus mad.APStatus
+	// EventREJ: why, and the additional reject information (EventAPR:
+	// the APR's additional information).
 	Reason mad.RejectReason
 	ARI    []byte
 	// Msg is the message a timeout or REJ concerns.
@@ -140,21 +155,34 @@ type Conn struct {
 	tid       uint64
 	path      Path
 	remoteQPN wire.QPN
-	alt       Path // the alternate path, if hasAlt (REQParams.AltPath)
+	alt       Path // the alternate path, if hasAlt (REQParams.AltPath, or a LAP's)
 	hasAlt    bool
-	ackTO     uint8 // local ACK timeout of the connection, for time wait
-	peerRespT uint8 // the peer's CM response timeout exponent
-	retries   int
-	maxRetry  int
-	wait      time.Duration
-	timer     *time.Timer
-	gen       uint64
-	msg       [mad.Size]byte // the last request or reply, for retransmission
-	reply     [mad.Size]byte // passive SIDR: the reply, for duplicates
-	hasReply  bool
-	rkey      remKey
-	inRemote  bool
-	destroyed bool
+	// The LAP exchanges (lap.go): ours outstanding (lapOut, proposing
+	// lapOutAlt, retransmitted from lapMsg), the peer's waiting for
+	// SendAPR (lapIn, proposing lapInAlt; lapTID its transaction ID), and
+	// the last APR sent, for the peer's retransmissions.
+	lapOut     bool
+	lapOutAlt  Path
+	lapRetries int
+	lapMsg     [mad.Size]byte
+	lapIn      bool
+	lapInAlt   Path
+	lapTID     uint64
+	aprMsg     [mad.Size]byte
+	hasAPR     bool
+	ackTO      uint8 // local ACK timeout of the connection, for time wait
+	peerRespT  uint8 // the peer's CM response timeout exponent
+	retries    int
+	maxRetry   int
+	wait       time.Duration
+	timer      *time.Timer
+	gen        uint64
+	msg        [mad.Size]byte // the last request or reply, for retransmission
+	reply      [mad.Size]byte // passive SIDR: the reply, for duplicates
+	hasReply   bool
+	rkey       remKey
+	inRemote   bool
+	destroyed  bool
 }
 
 // NewConn creates an idle active Conn whose events go to h.

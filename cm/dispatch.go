@@ -46,6 +46,8 @@ func (m *Manager) onTimer(c *Conn, gen uint64) {
 			ds.add(c, nil, &Event{Type: EventDREP, Err: ev.Err})
 			c.enterTimeWaitLocked()
 		}
+	case StateEstablished:
+		c.lapTimerLocked(&ds) // lap.go
 	case StateTimeWait:
 		ds.add(c, nil, &Event{Type: EventTimeWaitExit})
 		c.removeLocked()
@@ -89,6 +91,10 @@ func (m *Manager) dispatch(from Path, msg mad.MAD) {
 		m.onSIDRReqLocked(&ds, from, tid, x)
 	case mad.SIDRRep:
 		m.onSIDRRepLocked(&ds, x)
+	case mad.LAP:
+		m.onLAPLocked(&ds, tid, x)
+	case mad.APR:
+		m.onAPRLocked(&ds, x)
 	default:
 		m.stats.Dropped.Add(1)
 	}

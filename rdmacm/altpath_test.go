@@ -18,14 +18,17 @@ var (
 	ipB2 = netip.MustParseAddr("10.0.1.2")
 )
 
+// cuts says which paths between the hosts are down: [0] drops every
+// packet to ipA or ipB, [1] every packet to ipA2 or ipB2.
+type cuts [2]atomic.Bool
+
 // altHosts are two CMs over devices with two addresses each: the primary
-// path between ipA and ipB, the alternate between ipA2 and ipB2. cut drops
-// every packet to ipA or ipB.
-func altHosts(t *testing.T, cut *atomic.Bool) (*CM, *CM) {
+// path between ipA and ipB, the alternate between ipA2 and ipB2.
+func altHosts(t *testing.T, cut *cuts) (*CM, *CM) {
 	t.Helper()
 	n := loop.NewNetwork(loop.Config{Faults: link.Faults{Filter: func(p *link.Packet) bool {
 		a := p.Dst.Addr()
-		return cut.Load() && (a == ipA || a == ipB)
+		return cut[0].Load() && (a == ipA || a == ipB) || cut[1].Load() && (a == ipA2 || a == ipB2)
 	}}})
 	la, err := n.Attach([]netip.Addr{ipA, ipA2}, 4791)
 	if err != nil {
@@ -101,7 +104,7 @@ func altConnect(t *testing.T, a, b *CM, dst2 netip.Addr, port uint16) *Event {
 // and when the primary path dies, migrate (EventPathMig on both devices)
 // and the message gets through.
 func TestAltPathCM(t *testing.T) {
-	var cut atomic.Bool
+	var cut cuts
 	a, b := altHosts(t, &cut)
 	ctx := ctxT(t)
 	sch, cch := NewEventChannel(), NewEventChannel()
@@ -129,6 +132,9 @@ func TestAltPathCM(t *testing.T) {
 	}
 	if err := cid.SetAltPath(ipA2, ipB2); err != nil {
 		t.Fatal(err)
+	}
+	if err := cid.LoadAltPath(ctx, ipA2, ipB2); !errors.Is(err, ErrState) {
+		t.Fatalf("LoadAltPath before connecting: %v", err)
 	}
 	if err := cid.SetACKTimeout(12); err != nil {
 		t.Fatal(err)
@@ -192,22 +198,58 @@ func TestAltPathCM(t *testing.T) {
 			t.Fatalf("after an exchange: %v", at.PathMigState)
 		}
 	}
-	cut.Store(true)
+	cut[0].Store(true)
 	send(2)
-	for _, id := range []*ID{cid, sid} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ev, err := id.Device().GetAsyncEvent(ctx)
-		cancel()
-		if err != nil || ev.Type != verbs.EventPathMig || ev.QP != id.QP() {
-			t.Fatalf("event %v, %v; want path migrated", ev.Type, err)
+	wantMig := func() {
+		t.Helper()
+		for _, id := range []*ID{cid, sid} {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ev, err := id.Device().GetAsyncEvent(ctx)
+			cancel()
+			if err != nil || ev.Type != verbs.EventPathMig || ev.QP != id.QP() {
+				t.Fatalf("event %v, %v; want path migrated", ev.Type, err)
+			}
 		}
+	}
+	wantMig()
+
+	// The primary path is repaired: LAP/APR load it as the alternate on
+	// both QPs, the next exchange arms them, and when the path they now
+	// use fails they migrate back.
+	cut[0].Store(false)
+	if err := sid.LoadAltPath(ctx, ipA2, ipA); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("LoadAltPath from another host's address: %v", err)
+	}
+	if err := sid.LoadAltPath(ctx, ipB, ipA); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id  *ID
+		alt netip.Addr
+	}{{cid, ipB}, {sid, ipA}} {
+		at, _ := c.id.QP().Query()
+		if at.PathMigState != verbs.MigRearm || at.AltAH.DGID.Addr() != c.alt {
+			t.Fatalf("after LoadAltPath: %v, alternate %v", at.PathMigState, at.AltAH.DGID)
+		}
+	}
+	for i := range 2 {
+		if err := sid.QP().PostRecv([]verbs.RecvWR{{ID: uint64(i), SGL: []verbs.SGE{mr.SGE(0, 256)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(3)
+	cut[1].Store(true)
+	send(4)
+	wantMig()
+	if at, _ := cid.QP().Query(); at.AH.DGID.Addr() != ipB {
+		t.Fatalf("back on %v", at.AH.DGID)
 	}
 }
 
 // TestAltPathCMRejected: a REQ whose alternate path names a GID the passive
 // port does not have is rejected (invalid alternate GID, 18).
 func TestAltPathCMRejected(t *testing.T) {
-	var cut atomic.Bool
+	var cut cuts
 	a, b := altHosts(t, &cut)
 	if ev := altConnect(t, a, b, netip.MustParseAddr("10.0.9.9"), 20002); ev.Type != EventRejected || ev.Status != 18 {
 		t.Fatalf("event %v status %d, want rejected, 18", ev.Type, ev.Status)

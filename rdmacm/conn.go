@@ -537,7 +537,15 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 		if id.qp != nil {
 			id.qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
 		}
+	case cm.EventLAP:
+		id.onLAPLocked(c, ev) // altpath.go
+	case cm.EventAPR:
+		id.onAPRLocked(ev)
 	case cm.EventTimeout:
+		if ev.Msg == mad.MsgOther && id.state == idEstablished {
+			id.onAPRLocked(ev) // a LAP unanswered; the connection stays
+			break
+		}
 		id.state = idDisconnected
 		out = &Event{Type: EventUnreachable, Status: StatusTimedOut}
 		if id.qp != nil {
