@@ -3,6 +3,8 @@ package fabric
 import (
 	"bytes"
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -146,7 +148,16 @@ func TestPathMigOverFabric(t *testing.T) {
 		pb, _ := b.dev.QueryPort(1)
 		return pa.LMC == 1 && pb.LMC == 1
 	})
-	const timeout, retry = 14, 2 // 67 ms ACK timeout
+	// ACK timeout 14 (67 ms), retry_cnt 2; SOFTRDMA_APM_TIMEOUT sets
+	// another timeout exponent, to measure the failover time with it.
+	timeout, retry := uint8(14), uint8(2)
+	if v := os.Getenv("SOFTRDMA_APM_TIMEOUT"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 5)
+		if err != nil {
+			t.Fatalf("SOFTRDMA_APM_TIMEOUT=%q: %v", v, err)
+		}
+		timeout = uint8(n)
+	}
 	qa, qb := a.qp(t, verbs.RC), b.qp(t, verbs.RC)
 	apmConnect(t, qa, qb.QPN(), b.lid, timeout, retry)
 	apmConnect(t, qb, qa.QPN(), a.lid, timeout, retry)
