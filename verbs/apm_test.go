@@ -36,10 +36,12 @@ var (
 	apmTO = uint8(12) // 16.8 ms ACK timeout
 )
 
-func newAPMPair(t *testing.T, onIB bool) *apmPair {
+func newAPMPair(t *testing.T, onIB bool) *apmPair { return newAPMPairType(t, onIB, RC) }
+
+func newAPMPairType(t *testing.T, onIB bool, typ QPType) *apmPair {
 	t.Helper()
 	x := &apmPair{}
-	o := pairOpts{typ: RC, mtu: MTU1024, timeout: apmTO, retry: 2, wr: 64}
+	o := pairOpts{typ: typ, mtu: MTU1024, timeout: apmTO, retry: 2, wr: 64}
 	if onIB {
 		o.timeout = ibTimeout()
 		o.ib = &ibOpts{lmc: 1, tamper: func(_ *ib.CablePort, b []byte) bool {
@@ -334,6 +336,19 @@ func TestPathMigAttrs(t *testing.T) {
 	if a, _ := qc.Query(); a.PathMigState != MigRearm || a.AltAH != x.alt[0] || a.AltTimeout != 10 {
 		t.Fatalf("after RTR -> RTS: %+v", a)
 	}
+	// SQD -> SQD loads an alternate path, SQD -> RTS arms it.
+	if err := qc.Modify(&QPAttr{State: StateSQD}, AttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := qc.Modify(&QPAttr{AltAH: x.alt[0], AltPortNum: 1, AltTimeout: 11}, AttrAltPath); err != nil {
+		t.Fatalf("SQD -> SQD with an alternate path: %v", err)
+	}
+	if err := qc.Modify(&QPAttr{State: StateRTS, PathMigState: MigRearm}, AttrState|AttrPathMigState); err != nil {
+		t.Fatalf("SQD -> RTS with REARM: %v", err)
+	}
+	if a, _ := qc.Query(); a.State != StateRTS || a.PathMigState != MigRearm || a.AltTimeout != 11 {
+		t.Fatalf("after SQD -> RTS: %v %v timeout %d", a.State, a.PathMigState, a.AltTimeout)
+	}
 	// RESET forgets it all.
 	if err := qc.Modify(&QPAttr{State: StateReset}, AttrState); err != nil {
 		t.Fatal(err)
@@ -455,4 +470,54 @@ func TestPathMigErr(t *testing.T) {
 		t.Fatalf("completion %+v, want RETRY_EXC", wc)
 	}
 	wantEvent(t, x.da, x.qa, EventPathMigErr)
+}
+
+// TestPathMigUC: UC QPs arm once each has heard the other (UC has no
+// acknowledgements, so both send), and a migration forced on one side is
+// followed by the other on its first packet by the alternate path; the
+// message arrives intact.
+func TestPathMigUC(t *testing.T) {
+	leakcheck.Check(t)
+	x := newAPMPairType(t, false, UC)
+	for i, qp := range []*QP{x.qa, x.qb} {
+		if err := x.load(qp, x.alt[i], MigRearm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ma, mb := x.reg(x.pa, 4096), x.reg(x.pb, 4096)
+	send := func(from *QP, fromCQ *CQ, to *QP, toCQ *CQ, m *MR, msg string) {
+		t.Helper()
+		if err := to.PostRecv([]RecvWR{{ID: 1, SGL: []SGE{m.SGE(0, 4096)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := from.PostSend([]SendWR{{ID: 1, Opcode: WRSend, Flags: SendSignaled, Inline: []byte(msg)}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := waitWC(t, fromCQ, 1, 5*time.Second)[0]; wc.Status != Success {
+			t.Fatalf("send %+v", wc)
+		}
+		if wc := waitWC(t, toCQ, 1, 5*time.Second)[0]; wc.Status != Success || string(m.Buf()[:wc.ByteLen]) != msg {
+			t.Fatalf("receive %+v %q", wc, m.Buf()[:wc.ByteLen])
+		}
+	}
+	send(x.qa, x.ca, x.qb, x.cb, mb, "a to b")
+	if a, _ := x.qa.Query(); a.PathMigState != MigRearm {
+		t.Fatalf("sender %v before hearing its peer", a.PathMigState)
+	}
+	send(x.qb, x.cb, x.qa, x.ca, ma, "b to a")
+	for i, qp := range []*QP{x.qa, x.qb} {
+		if a, _ := qp.Query(); a.PathMigState != MigArmed {
+			t.Fatalf("QP %d: %v", i, a.PathMigState)
+		}
+	}
+	if err := x.qa.Modify(&QPAttr{PathMigState: MigMigrated}, AttrPathMigState); err != nil {
+		t.Fatal(err)
+	}
+	x.cut.Store(true) // the primary path is gone: only the alternate carries it
+	send(x.qa, x.ca, x.qb, x.cb, mb, "by the alternate path")
+	wantEvent(t, x.db, x.qb, EventPathMig)
+	noEvent(t, x.da)
+	if a, _ := x.qb.Query(); a.PathMigState != MigMigrated || a.AH != x.alt[1] {
+		t.Fatalf("peer: %v on %+v", a.PathMigState, a.AH)
+	}
 }
