@@ -177,6 +177,14 @@ func TestAltPathCM(t *testing.T) {
 			t.Fatalf("QP after connecting: %v, alternate %v -> %v, timeout %d", at.PathMigState, src, at.AltAH.DGID, at.AltTimeout)
 		}
 	}
+	// The attributes for a QP of the application's own carry it too.
+	for _, id := range []*ID{cid, sid} {
+		a, mask, err := id.InitQPAttr(verbs.StateRTS)
+		if err != nil || mask&(verbs.AttrAltPath|verbs.AttrPathMigState) != verbs.AttrAltPath|verbs.AttrPathMigState ||
+			a.PathMigState != verbs.MigRearm || a.AltAH.DGID.Addr() != map[*ID]netip.Addr{cid: ipB2, sid: ipA2}[id] {
+			t.Fatalf("InitQPAttr(RTS): %v %v %+v", err, mask, a.AltAH)
+		}
+	}
 	send := func(id uint64) {
 		t.Helper()
 		if err := cid.QP().PostSend([]verbs.SendWR{{ID: id, Opcode: verbs.WRSend, Flags: verbs.SendSignaled | verbs.SendInline, Inline: []byte("over the alternate path")}}); err != nil {
