@@ -68,19 +68,28 @@ const (
 	EventDREP
 	// EventTimeWaitExit: time wait is over; the Conn is gone.
 	EventTimeWaitExit
-	// EventTimeout: a REQ, REP or SIDR_REQ was not answered after all
-	// retries (Event.Msg says which; Event.Err wraps ErrTimeout).
+	// EventTimeout: a REQ, REP, SIDR_REQ or LAP was not answered after
+	// all retries (Event.Msg says which, MsgOther for SIDR_REQ and LAP;
+	// Event.Err wraps ErrTimeout). A LAP's timeout leaves the connection
+	// established.
 	EventTimeout
 	// EventSIDRReq: a new passive Conn received a SIDR_REQ (Event.SIDRReq);
 	// answer with SendSIDRRep.
 	EventSIDRReq
 	// EventSIDRRep: the answer to our SIDR_REQ (Event.SIDRRep).
 	EventSIDRRep
+	// EventLAP: the peer proposes a new alternate path (Event.LAP, and
+	// Event.AltPath seen from this side); answer with SendAPR.
+	EventLAP
+	// EventAPR: the answer to our LAP (Event.APStatus; Event.ARI holds
+	// the additional information).
+	EventAPR
 )
 
 var eventNames = map[EventType]string{EventREQ: "REQ", EventREP: "REP", EventEstablished: "ESTABLISHED",
 	EventREJ: "REJ", EventDREQ: "DREQ", EventDREP: "DREP", EventTimeWaitExit: "TIMEWAIT_EXIT",
-	EventTimeout: "TIMEOUT", EventSIDRReq: "SIDR_REQ", EventSIDRRep: "SIDR_REP"}
+	EventTimeout: "TIMEOUT", EventSIDRReq: "SIDR_REQ", EventSIDRRep: "SIDR_REP",
+	EventLAP: "LAP", EventAPR: "APR"}
 
 // String returns the event's name, such as "REP".
 func (e EventType) String() string {
@@ -100,7 +109,13 @@ type Event struct {
 	REP     *mad.REPFields
 	SIDRReq *mad.SIDRReqFields
 	SIDRRep *mad.SIDRRepFields
-	// EventREJ: why, and the additional reject information.
+	LAP     *mad.LAPFields
+	// AltPath is the path a LAP proposes, seen from this side (EventLAP).
+	AltPath *Path
+	// APStatus is the APR's answer (EventAPR).
+	APStatus mad.APStatus
+	// EventREJ: why, and the additional reject information (EventAPR:
+	// the APR's additional information).
 	Reason mad.RejectReason
 	ARI    []byte
 	// Msg is the message a timeout or REJ concerns.
@@ -140,19 +155,34 @@ type Conn struct {
 	tid       uint64
 	path      Path
 	remoteQPN wire.QPN
-	ackTO     uint8 // local ACK timeout of the connection, for time wait
-	peerRespT uint8 // the peer's CM response timeout exponent
-	retries   int
-	maxRetry  int
-	wait      time.Duration
-	timer     *time.Timer
-	gen       uint64
-	msg       [mad.Size]byte // the last request or reply, for retransmission
-	reply     [mad.Size]byte // passive SIDR: the reply, for duplicates
-	hasReply  bool
-	rkey      remKey
-	inRemote  bool
-	destroyed bool
+	alt       Path // the alternate path, if hasAlt (REQParams.AltPath, or a LAP's)
+	hasAlt    bool
+	// The LAP exchanges (lap.go): ours outstanding (lapOut, proposing
+	// lapOutAlt, retransmitted from lapMsg), the peer's waiting for
+	// SendAPR (lapIn, proposing lapInAlt; lapTID its transaction ID), and
+	// the last APR sent, for the peer's retransmissions.
+	lapOut     bool
+	lapOutAlt  Path
+	lapRetries int
+	lapMsg     [mad.Size]byte
+	lapIn      bool
+	lapInAlt   Path
+	lapTID     uint64
+	aprMsg     [mad.Size]byte
+	hasAPR     bool
+	ackTO      uint8 // local ACK timeout of the connection, for time wait
+	peerRespT  uint8 // the peer's CM response timeout exponent
+	retries    int
+	maxRetry   int
+	wait       time.Duration
+	timer      *time.Timer
+	gen        uint64
+	msg        [mad.Size]byte // the last request or reply, for retransmission
+	reply      [mad.Size]byte // passive SIDR: the reply, for duplicates
+	hasReply   bool
+	rkey       remKey
+	inRemote   bool
+	destroyed  bool
 }
 
 // NewConn creates an idle active Conn whose events go to h.
@@ -223,6 +253,11 @@ type REQParams struct {
 	LocalACKTimeout    uint8 // 0..31
 	SRQ                bool
 	PrivateData        []byte // at most mad.REQPrivateDataSize bytes
+	// AltPath, if not nil, is the connection's alternate path for
+	// automatic path migration (IBTA 17.2.8): the REQ's alternate path
+	// fields carry it, with LocalACKTimeout, and the passive side's
+	// Conn.AltPath returns it seen from there.
+	AltPath *Path
 }
 
 // SendREQ starts an active connection: it sends a REQ and waits for the
@@ -244,10 +279,6 @@ func (c *Conn) SendREQ(p *REQParams) error {
 	if err != nil {
 		return errf(ErrInvalid, "source GID: %v", err)
 	}
-	hop := p.Path.HopLimit
-	if hop == 0 {
-		hop = 64
-	}
 	f := mad.REQFields{
 		LocalCommID: c.localID, ServiceID: p.ServiceID, LocalCAGUID: m.guid,
 		LocalQPN: p.QPN, ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
@@ -255,12 +286,21 @@ func (c *Conn) SendREQ(p *REQParams) error {
 		LocalCMResponseTimeout: m.opts.ResponseTimeout, RetryCount: p.RetryCount,
 		PKey: 0xFFFF, PathMTU: uint8(p.PathMTU), RNRRetryCount: p.RNRRetryCount,
 		MaxCMRetries: m.opts.MaxRetries, SRQ: p.SRQ,
-		PrimaryPath: mad.REQPathFields{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: src, RemoteGID: p.Path.DGID,
-			FlowLabel: p.Path.FlowLabel, TrafficClass: p.Path.TrafficClass, HopLimit: hop,
-			LocalACKTimeout: p.LocalACKTimeout},
+		PrimaryPath: reqPath(src, &p.Path, p.LocalACKTimeout),
 	}
 	if p.QPType == verbs.UC {
 		f.TransportServiceType = mad.TransportUC
+	}
+	if alt := p.AltPath; alt != nil {
+		asrc, err := m.dev.QueryGID(1, alt.SGIDIndex)
+		if err != nil {
+			return errf(ErrInvalid, "alternate source GID: %v", err)
+		}
+		if alt.DGID == (wire.GID{}) {
+			return errf(ErrInvalid, "alternate path without a destination GID")
+		}
+		f.AlternatePath = reqPath(asrc, alt, p.LocalACKTimeout)
+		c.alt, c.hasAlt = *alt, true
 	}
 	copy(f.PrivateData[:], p.PrivateData)
 	c.path, c.ackTO, c.peerRespT = p.Path, p.LocalACKTimeout, m.opts.ResponseTimeout
@@ -269,6 +309,28 @@ func (c *Conn) SendREQ(p *REQParams) error {
 	mad.EncodeCM(c.msg[:], c.tid, &f)
 	c.startRequestLocked(timeoutOf(m.opts.ResponseTimeout))
 	return nil
+}
+
+// reqPath is a REQ's path from source GID src along p: on RoCE the LIDs
+// are the permissive LID, as Linux sends them; a hop limit of 0 is sent
+// as 64.
+func reqPath(src wire.GID, p *Path, ackTO uint8) mad.REQPathFields {
+	hop := p.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	return mad.REQPathFields{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: src, RemoteGID: p.DGID,
+		FlowLabel: p.FlowLabel, TrafficClass: p.TrafficClass, HopLimit: hop, LocalACKTimeout: ackTO}
+}
+
+// AltPath returns the connection's alternate path and whether it has one:
+// the REQ's alternate path, seen from this side (the active side's
+// REQParams.AltPath; on the passive side the REQ's alternate path with its
+// GIDs swapped, the source GID found in the device's table).
+func (c *Conn) AltPath() (Path, bool) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	return c.alt, c.hasAlt
 }
 
 // REPParams are the contents of a REP.

@@ -5,6 +5,7 @@
 package cm
 
 import (
+	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -45,6 +46,8 @@ func (m *Manager) onTimer(c *Conn, gen uint64) {
 			ds.add(c, nil, &Event{Type: EventDREP, Err: ev.Err})
 			c.enterTimeWaitLocked()
 		}
+	case StateEstablished:
+		c.lapTimerLocked(&ds) // lap.go
 	case StateTimeWait:
 		ds.add(c, nil, &Event{Type: EventTimeWaitExit})
 		c.removeLocked()
@@ -88,6 +91,10 @@ func (m *Manager) dispatch(from Path, msg mad.MAD) {
 		m.onSIDRReqLocked(&ds, from, tid, x)
 	case mad.SIDRRep:
 		m.onSIDRRepLocked(&ds, x)
+	case mad.LAP:
+		m.onLAPLocked(&ds, tid, x)
+	case mad.APR:
+		m.onAPRLocked(&ds, x)
 	default:
 		m.stats.Dropped.Add(1)
 	}
@@ -129,7 +136,21 @@ func (m *Manager) onREQLocked(ds *deliveries, from Path, tid uint64, r mad.REQ) 
 		return
 	}
 	f := r.Fields()
-	c := &Conn{m: m, handler: l.handler, passive: true, localID: m.newLocalIDLocked(),
+	var alt Path
+	hasAlt := f.AlternatePath.RemoteGID != (wire.GID{})
+	if hasAlt {
+		// The REQ's alternate path seen from here: its remote GID must be
+		// one of this port's.
+		ap := &f.AlternatePath
+		idx := m.dev.GIDIndex(ap.RemoteGID)
+		if idx < 0 || ap.LocalGID == (wire.GID{}) {
+			m.rejectUnknownLocked(from, tid, r.LocalCommID(), mad.MsgREQ, mad.RejectInvalidAltGID)
+			return
+		}
+		alt = Path{SGIDIndex: idx, DGID: ap.LocalGID, FlowLabel: ap.FlowLabel, TrafficClass: ap.TrafficClass,
+			HopLimit: ap.HopLimit}
+	}
+	c := &Conn{alt: alt, hasAlt: hasAlt, m: m, handler: l.handler, passive: true, localID: m.newLocalIDLocked(),
 		remoteID: f.LocalCommID, tid: tid, path: from, remoteQPN: f.LocalQPN,
 		ackTO: f.PrimaryPath.LocalACKTimeout, peerRespT: f.RemoteCMResponseTimeout,
 		maxRetry: int(min(f.MaxCMRetries, m.opts.MaxRetries)), state: StateREQRcvd, rkey: key, inRemote: true}

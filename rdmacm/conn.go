@@ -255,7 +255,8 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 		err = c.SendREQ(&cm.REQParams{ServiceID: id.serviceID(id.dst.Port()), Path: path, QPType: verbs.RC,
 			QPN: qpn, StartingPSN: id.psn, ResponderResources: cp.ResponderResources,
 			InitiatorDepth: cp.InitiatorDepth, RetryCount: min(cp.RetryCount, 7), RNRRetryCount: min(cp.RNRRetryCount, 7),
-			PathMTU: mtu, LocalACKTimeout: id.ackTimeoutLocked(ackTimeout), SRQ: cp.SRQ, PrivateData: pd[:n]})
+			PathMTU: mtu, LocalACKTimeout: id.ackTimeoutLocked(ackTimeout), SRQ: cp.SRQ, PrivateData: pd[:n],
+			AltPath: id.alt})
 	}
 	if err != nil {
 		id.conn, id.state = nil, idRouteResolved
@@ -398,6 +399,7 @@ func (id *ID) toRTSLocked(destQPN wire.QPN, rqPSN, sqPSN wire.PSN, mtu verbs.MTU
 		return err
 	}
 	a, mask = rtsAttr(sqPSN, maxRd, timeout, retry, rnr)
+	mask = id.withAltLocked(&a, mask)
 	return id.qp.Modify(&a, mask)
 }
 
@@ -535,7 +537,15 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 		if id.qp != nil {
 			id.qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
 		}
+	case cm.EventLAP:
+		id.onLAPLocked(c, ev) // altpath.go
+	case cm.EventAPR:
+		id.onAPRLocked(ev)
 	case cm.EventTimeout:
+		if ev.Msg == mad.MsgOther && id.state == idEstablished {
+			id.onAPRLocked(ev) // a LAP unanswered; the connection stays
+			break
+		}
 		id.state = idDisconnected
 		out = &Event{Type: EventUnreachable, Status: StatusTimedOut}
 		if id.qp != nil {

@@ -20,7 +20,9 @@ import (
 //     has come. For UD, the state alone.
 //   - StateRTS: the starting send PSN, the local ACK timeout (rdmacm's
 //     default, the REQ's on the passive side, or SetACKTimeout's), retry
-//     counts and initiator depth; for UD, the state and a send PSN.
+//     counts and initiator depth; with an alternate path (SetAltPath, or
+//     the REQ's), that path and path migration state REARM; for UD, the
+//     state and a send PSN.
 //
 // The passive side's values come from the REQ, before Accept, as Linux's
 // do: a server moves its QP to RTS and then accepts with
@@ -65,7 +67,7 @@ func (id *ID) InitQPAttr(state verbs.QPState) (verbs.QPAttr, verbs.AttrMask, err
 			return a, mask, nil
 		}
 		a, mask := rtsAttr(r.StartingPSN, r.ResponderResources, id.ackTimeoutLocked(r.PrimaryPath.LocalACKTimeout), r.RetryCount, r.RNRRetryCount)
-		return a, mask, nil
+		return a, id.withAltLocked(&a, mask), nil
 	case id.rep != nil: // active: the REP's
 		r := id.rep
 		if state == verbs.StateRTR {
@@ -73,7 +75,7 @@ func (id *ID) InitQPAttr(state verbs.QPState) (verbs.QPAttr, verbs.AttrMask, err
 			return a, mask, nil
 		}
 		a, mask := rtsAttr(r.StartingPSN, min(id.param.InitiatorDepth, r.ResponderResources), id.ackTimeoutLocked(ackTimeout), id.param.RetryCount, r.RNRRetryCount)
-		return a, mask, nil
+		return a, id.withAltLocked(&a, mask), nil
 	}
 	return verbs.QPAttr{}, 0, errf(ErrState, "%v attributes need the peer's REQ or REP", state)
 }

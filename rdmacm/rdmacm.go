@@ -239,6 +239,12 @@ type ID struct {
 	tos       uint8               // SetTOS: the traffic class of the connections it initiates
 	ackTO     uint8               // SetACKTimeout: the local ACK timeout of its QP
 	ackTOSet  bool
+	alt       *cm.Path // SetAltPath: the alternate path of the connection it initiates
+	// LoadAltPath in progress: where its result goes, and the path and
+	// ACK timeout it proposed.
+	lapDone    chan error
+	lapPath    cm.Path
+	lapTimeout uint8
 }
 
 // CreateID creates an ID in port space ps (rdma_create_id). With a nil

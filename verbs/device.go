@@ -268,6 +268,11 @@ type DeviceStats struct {
 	// RxMcastNoGroup counts packets to a multicast group (destination QP
 	// 0xFFFFFF) with no QP of the device attached.
 	RxMcastNoGroup atomic.Uint64
+	// PathMigrations counts the device's QPs that moved to their
+	// alternate path (apm.go): a requester whose retries ran out, or a
+	// responder following its peer. Migrations asked for by Modify are
+	// not counted.
+	PathMigrations atomic.Uint64
 }
 
 // AsyncEvent is an asynchronous event (ibv_async_event).

@@ -245,7 +245,7 @@ func (qp *QP) duplicateA19Locked(pkt wire.Packet) {
 // goes out behind any READ answer still being generated.
 func (qp *QP) sendReadResponseAckLocked(psn wire.PSN) {
 	var h wire.Headers
-	h.BTH = wire.BTHFields{Opcode: wire.RCReadResponseOnly, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn}
+	h.BTH = wire.BTHFields{Opcode: wire.RCReadResponseOnly, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn, MigReq: qp.migReq}
 	h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
 	p := link.Get()
 	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)

@@ -176,7 +176,7 @@ func (qp *QP) readPacketsLocked(a *readAnswer, max int) int {
 			op = wire.RCReadResponseMiddle
 		}
 		var h wire.Headers
-		h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: a.psn}
+		h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: a.psn, MigReq: qp.migReq}
 		h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
 		p := link.Get()
 		hl, _ := wire.WriteHeaders(p.Buf, &h, m)

@@ -117,6 +117,15 @@ type QPAttr struct {
 	Timeout          uint8
 	RetryCnt         uint8
 	RNRRetry         uint8
+	// The alternate path of a connected QP (AttrAltPath): its address
+	// vector, port, P_Key index and local ACK timeout, used once the QP
+	// migrates to it; and the path migration state (AttrPathMigState).
+	// See apm.go and docs/DESIGN.md's "Path migration".
+	AltAH        AHAttr
+	AltPortNum   int
+	AltPKeyIndex int
+	AltTimeout   uint8
+	PathMigState MigState
 }
 
 // QP is a queue pair.
@@ -144,6 +153,11 @@ type QP struct {
 	ib    link.IBAddr // InfiniBand addressing (ibport.go)
 	pkey  wire.PKey
 	sport uint16 // the UDP source port of the QP's packets (wire/srcport.go)
+	// Path migration (apm.go): the alternate path, the migration state,
+	// and the MigReq bit the QP's packets carry (set by setMigLocked).
+	alt    altPath
+	mig    MigState
+	migReq bool
 
 	sq   sendQueue
 	rq   recvQueue
@@ -444,12 +458,17 @@ func (qp *QP) Modify(attr *QPAttr, mask AttrMask) error {
 	qp.mu.Lock()
 	err := qp.modifyLocked(attr, mask)
 	src, sport := qp.src, qp.sport
+	altSrc, altSport := qp.altSourceLocked()
 	qp.unlockSend()
-	if err == nil && mask&AttrAV != 0 && (qp.typ == RC || qp.typ == UC) {
+	if err == nil && mask&(AttrAV|AttrAltPath|AttrPathMigState) != 0 && (qp.typ == RC || qp.typ == UC) {
 		// The QP's source port is known: let the link prepare it now, on
-		// this thread and off the data path (link/udp opens a socket).
+		// this thread and off the data path (link/udp opens a socket);
+		// and the one it will use once it migrates to its alternate path.
 		if r, ok := qp.dev.link.(link.SourcePortReserver); ok {
 			r.ReserveSourcePort(src, sport)
+			if mask&AttrAltPath != 0 {
+				r.ReserveSourcePort(altSrc, altSport)
+			}
 		}
 	}
 	return err
@@ -520,8 +539,13 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	if mask&AttrCap != 0 {
 		return errf(ErrNotSupported, "resizing a QP")
 	}
-	if mask&AttrAltPath != 0 || mask&AttrPathMigState != 0 {
-		return errf(ErrNotSupported, "alternate paths")
+	next := cur
+	if mask&AttrState != 0 {
+		next = attr.State
+	}
+	pm, err := qp.checkPathMigLocked(attr, mask, next)
+	if err != nil {
+		return err
 	}
 
 	// Apply.
@@ -583,14 +607,12 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 		// pair, as Linux chooses it (wire.ConnectedSourcePort).
 		qp.sport = wire.ConnectedSourcePort(a.AH.FlowLabel, qp.qpn, a.DestQPN)
 	}
+	qp.applyPathMigLocked(attr, mask, &a, &pm)
+	a.PathMigState = qp.mig
 	qp.attr = a
 	qp.pkey = qp.dev.pkeyAt(a.PKeyIndex)
 	qp.req.Configure(qp.reqConfig())
 
-	next := cur
-	if mask&AttrState != 0 {
-		next = attr.State
-	}
 	switch {
 	case next == StateReset && cur != StateReset:
 		qp.stopTimersLocked()
@@ -633,6 +655,8 @@ func (qp *QP) resetLocked() {
 	qp.resp = responder{queue: qp.resp.queue}
 	qp.resp.initResources(1)
 	qp.pkey = qp.dev.pkeyAt(0)
+	qp.alt = altPath{}
+	qp.setMigLocked(MigMigrated)
 }
 
 func (qp *QP) stopTimersLocked() {

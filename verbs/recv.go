@@ -98,6 +98,9 @@ func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
 		d.stats.RxBadTransport.Add(1)
 		return
 	}
+	if qp.mig != MigMigrated {
+		qp.pathMigRxLocked(pkt.BTH().MigReq(), p) // apm.go
+	}
 	if !pkt.BTH().PKey().Matches(qp.pkey) && !qp.pkeyExempt() {
 		d.stats.RxPKeyDrop.Add(1)
 		return

@@ -428,7 +428,7 @@ func (qp *QP) sendPendingAckLocked() {
 
 func (qp *QP) sendAckLocked(syn wire.Syndrome, psn wire.PSN) {
 	var h wire.Headers
-	h.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn}
+	h.BTH = wire.BTHFields{Opcode: wire.RCAcknowledge, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn, MigReq: qp.migReq}
 	h.AETH = wire.AETHFields{Syndrome: syn, MSN: qp.resp.msn}
 	p := link.Get()
 	hl, _ := wire.WriteHeaders(p.Buf, &h, 0)
@@ -438,7 +438,7 @@ func (qp *QP) sendAckLocked(syn wire.Syndrome, psn wire.PSN) {
 
 func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
 	var h wire.Headers
-	h.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn}
+	h.BTH = wire.BTHFields{Opcode: wire.RCAtomicAcknowledge, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: psn, MigReq: qp.migReq}
 	h.AETH = wire.AETHFields{Syndrome: wire.SyndromeACKUnlimited, MSN: qp.resp.msn}
 	h.AtomicAck = orig
 	p := link.Get()

@@ -214,7 +214,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	w := qp.sq.at(rp.Seq)
 	var h wire.Headers
 	op := w.info.requestOpcode(qp.typ, rp.First, rp.Last)
-	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: rp.PSN, AckReq: rp.AckReq}
+	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: rp.PSN, AckReq: rp.AckReq, MigReq: qp.migReq}
 	dst, src, tclass, ib := qp.dst, qp.src, qp.attr.AH.TrafficClass, &qp.ib
 	switch w.info.class {
 	case classWrite:

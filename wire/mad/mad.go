@@ -278,6 +278,10 @@ func (m MAD) CM() Message {
 		return SIDRReq(d)
 	case AttrSIDRRep:
 		return SIDRRep(d)
+	case AttrLAP:
+		return LAP(d)
+	case AttrAPR:
+		return APR(d)
 	}
 	return nil
 }

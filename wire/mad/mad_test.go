@@ -135,9 +135,27 @@ func sampleSIDRRep() *SIDRRepFields {
 	return f
 }
 
+func sampleLAP() *LAPFields {
+	f := &LAPFields{LocalCommID: 0x01020304, RemoteCommID: 0x05060708, RemoteQPN: 0xABCDEF,
+		RemoteCMResponseTimeout: 0x15, AlternatePath: REQPathFields{LocalLID: 0x1112, RemoteLID: 0x1314,
+			LocalGID: wire.GID{0xfe, 0x80, 15: 0x21}, RemoteGID: wire.GID{0xfe, 0x80, 15: 0x22},
+			FlowLabel: 0xABCDE, PacketRate: 0x2A, TrafficClass: 0xB8, HopLimit: 0x40, SL: 0xD,
+			SubnetLocal: true, LocalACKTimeout: 0x13}}
+	copy(f.PrivateData[:], pattern(LAPPrivateDataSize, 0xA0))
+	return f
+}
+
+func sampleAPR() *APRFields {
+	f := &APRFields{LocalCommID: 0x01020304, RemoteCommID: 0x05060708, AdditionalInfoLength: 0x48,
+		Status: APInvalidSL}
+	copy(f.AdditionalInfo[:], pattern(APRAddInfoSize, 0xB0))
+	copy(f.PrivateData[:], pattern(APRPrivateDataSize, 0xC0))
+	return f
+}
+
 func allSamples() []Fields {
 	return []Fields{sampleREQ(), sampleMRA(), sampleREJ(), sampleREP(), sampleRTU(),
-		sampleDREQ(), sampleDREP(), sampleSIDRReq(), sampleSIDRRep()}
+		sampleDREQ(), sampleDREP(), sampleSIDRReq(), sampleSIDRRep(), sampleLAP(), sampleAPR()}
 }
 
 // sampleMADs returns one encoded MAD per message type.
@@ -179,6 +197,12 @@ func decodeMessage(msg Message) Fields {
 	case SIDRRep:
 		f := m.Fields()
 		return &f
+	case LAP:
+		f := m.Fields()
+		return &f
+	case APR:
+		f := m.Fields()
+		return &f
 	}
 	return nil
 }
@@ -212,6 +236,12 @@ func equalFields(a, b Fields) bool {
 		return ok && *x == *y
 	case *SIDRRepFields:
 		y, ok := b.(*SIDRRepFields)
+		return ok && *x == *y
+	case *LAPFields:
+		y, ok := b.(*LAPFields)
+		return ok && *x == *y
+	case *APRFields:
+		y, ok := b.(*APRFields)
 		return ok && *x == *y
 	}
 	return false
@@ -672,7 +702,7 @@ func TestParseVersions(t *testing.T) {
 		t.Error("CM() of a class 0x04 MAD is not nil")
 	}
 
-	for _, a := range []AttributeID{AttrClassPortInfo, AttrLAP, AttrAPR, 0x0020, 0xFFFF} {
+	for _, a := range []AttributeID{AttrClassPortInfo, 0x0020, 0xFFFF} {
 		b = bytes.Clone(good)
 		MAD(b).SetAttributeID(a)
 		m, err := Parse(b)

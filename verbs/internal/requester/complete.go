@@ -565,7 +565,18 @@ func (c *Core) Timer(now int64, g Gate) {
 		c.mode = Steady
 	}
 	if c.retryLeft == 0 {
-		c.fail(w, RetryExceeded)
+		if !c.sink.Migrate() {
+			c.fail(w, RetryExceeded)
+			return
+		}
+		// The path failed and the caller moved to its alternate path:
+		// everything unacknowledged goes again on the new path, with a
+		// fresh retry count and window.
+		c.retryLeft = c.cfg.RetryCnt
+		c.cwnd, c.ssthresh, c.acc = MaxUnacked, MaxUnacked, 0
+		c.rewind(c.ackedPSN)
+		c.armRetry()
+		c.progress(g)
 		return
 	}
 	c.retryLeft--

@@ -192,6 +192,14 @@ type Sink interface {
 	// requester reaches it: Success, or the status it fails with (the QP
 	// then goes to the error state, as for a failed Transmit).
 	Local(seq uint64) Status
+	// Migrate says the retries on the current path are exhausted (IBTA
+	// 17.2.8 automatic path migration). If the caller has an armed
+	// alternate path it moves to it and returns true: the requester then
+	// sends again from the oldest unacknowledged PSN with retry_cnt
+	// retries anew, instead of failing the work request with
+	// RetryExceeded. Migrate may call Configure (the alternate path's ACK
+	// timeout), and nothing else of the Core.
+	Migrate() bool
 }
 
 // Config is the QP's part that the requester follows. A Configure with a

@@ -681,3 +681,43 @@ func TestBudgetFewHeld(t *testing.T) {
 		t.Fatalf("after the ACKs and Flush: budget %d, ACKs expected %d", b.avail, b.expect)
 	}
 }
+
+// TestMigrate: when the retries of the current path run out and the Sink
+// migrates to an alternate path, nothing fails: the requester sends again
+// from the oldest unacknowledged PSN with its retry count and window anew,
+// and only when those retries run out too (no alternate left) does the
+// request fail with RetryExceeded.
+func TestMigrate(t *testing.T) {
+	r := newRC(t)
+	r.canMigrate = true
+	r.c.Post(Send, 3*mtu, false)
+	r.c.Progress(0, Run)
+	r.c.Ack(0, Run, ack, psn0) // the first packet arrived
+	r.take()
+	now := int64(0)
+	for range 4 { // three retries, then the fourth expiry migrates
+		now += timeout
+		r.c.Timer(now, Run)
+		wantPSNs(t, r.take(), psn0.Add(1), 2)
+	}
+	if r.migrate != 1 || len(r.ret) != 0 || r.fatal != 0 {
+		t.Fatalf("after the retries: %d Migrate calls, retired %v, %d Fatal", r.migrate, r.ret, r.fatal)
+	}
+	if r.c.Window() != MaxUnacked || r.armAt != now+timeout {
+		t.Fatalf("after migrating: window %d, deadline %d (want %d, %d)", r.c.Window(), r.armAt, MaxUnacked, now+timeout)
+	}
+	for range 3 { // the retries anew on the new path
+		now += timeout
+		r.c.Timer(now, Run)
+		wantPSNs(t, r.take(), psn0.Add(1), 2)
+	}
+	if len(r.ret) != 0 {
+		t.Fatalf("retired %v while retries remained", r.ret)
+	}
+	now += timeout
+	r.c.Timer(now, Run)
+	wantRetired(t, r, retirement{0, RetryExceeded})
+	if r.migrate != 2 {
+		t.Fatalf("%d Migrate calls", r.migrate)
+	}
+}

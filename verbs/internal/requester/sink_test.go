@@ -33,6 +33,8 @@ type rec struct {
 	locals       []uint64          // Local calls, in order
 	failLocal    map[uint64]Status // seq: the status Local returns for it
 	failTransmit map[uint64]Status // seq: the status Transmit returns for it
+	migrate      int               // Migrate calls
+	canMigrate   bool              // what Migrate returns (once: the path is used up)
 	failPlace    Status
 	failDeliver  Status
 	check        func(p *Packet)                           // extra checks on each transmitted packet
@@ -113,6 +115,13 @@ func (r *rec) Local(seq uint64) Status {
 		return st
 	}
 	return Success
+}
+
+func (r *rec) Migrate() bool {
+	r.migrate++
+	ok := r.canMigrate
+	r.canMigrate = false
+	return ok
 }
 
 // take returns the packets transmitted since the last take.
