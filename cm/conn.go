@@ -130,13 +130,49 @@ type Event struct {
 type Handler func(c *Conn, ev *Event)
 
 // Path says where a peer's GSI QP is: our source GID index and its GID, and
-// the GRH fields to use.
+// the GRH fields to use. On an InfiniBand port a path is addressed by LID
+// (DLID not 0): SLID, DLID, SL, Rate and PacketLifeTime come from the
+// subnet administrator's PathRecord, and the GRH fields are used only if
+// Global is set (a path leaving the subnet, PathRecord hop limit above 1).
+// On RoCE the LID fields are zero and every packet has a GRH.
 type Path struct {
 	SGIDIndex    int
 	DGID         wire.GID
 	FlowLabel    uint32
 	HopLimit     uint8
 	TrafficClass uint8
+
+	// InfiniBand only (zero on RoCE).
+	SLID           uint16 // our port's LID, with the path bits chosen
+	DLID           uint16 // the peer port's LID
+	SL             uint8  // service level, 0..15
+	Rate           uint8  // static rate, PathRecord encoding (0: the port's)
+	PacketLifeTime uint8  // PathRecord's packet life time exponent
+	Global         bool   // the path's packets carry a GRH
+}
+
+// IsIB reports whether the path is an InfiniBand path, addressed by LID.
+func (p *Path) IsIB() bool { return p.DLID != 0 }
+
+// AHAttr returns the address vector of the path, as both QPs of a
+// connection and the CM's own MADs use it: on RoCE the GRH fields (a hop
+// limit of 0 as 64); on InfiniBand the DLID, SL, source path bits (the
+// SLID's bits below the LMC lmc) and a GRH only if the path is global.
+func (p *Path) AHAttr(lmc uint8) verbs.AHAttr {
+	hop := p.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	if !p.IsIB() {
+		return verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, FlowLabel: p.FlowLabel, HopLimit: hop,
+			TrafficClass: p.TrafficClass, PortNum: 1}
+	}
+	a := verbs.AHAttr{DLID: p.DLID, SL: p.SL, SrcPathBits: uint8(p.SLID & (1<<lmc - 1)), StaticRate: p.Rate,
+		TrafficClass: p.TrafficClass, PortNum: 1}
+	if p.Global {
+		a.IsGlobal, a.DGID, a.SGIDIndex, a.FlowLabel, a.HopLimit = true, p.DGID, p.SGIDIndex, p.FlowLabel, hop
+	}
+	return a
 }
 
 // Conn is one CM exchange: a connection (REQ ... DREP) or a service ID
@@ -312,15 +348,35 @@ func (c *Conn) SendREQ(p *REQParams) error {
 }
 
 // reqPath is a REQ's path from source GID src along p: on RoCE the LIDs
-// are the permissive LID, as Linux sends them; a hop limit of 0 is sent
-// as 64.
+// are the permissive LID, as Linux sends them, and a hop limit of 0 is sent
+// as 64; on InfiniBand the path's LIDs, SL, rate and hop limit, with the
+// subnet local bit set unless the path is global (as Linux's CM fills it
+// from a PathRecord).
 func reqPath(src wire.GID, p *Path, ackTO uint8) mad.REQPathFields {
+	if p.IsIB() {
+		return mad.REQPathFields{LocalLID: p.SLID, RemoteLID: p.DLID, LocalGID: src, RemoteGID: p.DGID,
+			FlowLabel: p.FlowLabel, PacketRate: p.Rate, TrafficClass: p.TrafficClass, HopLimit: p.HopLimit,
+			SL: p.SL, SubnetLocal: !p.Global, LocalACKTimeout: ackTO}
+	}
 	hop := p.HopLimit
 	if hop == 0 {
 		hop = 64
 	}
 	return mad.REQPathFields{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: src, RemoteGID: p.DGID,
 		FlowLabel: p.FlowLabel, TrafficClass: p.TrafficClass, HopLimit: hop, LocalACKTimeout: ackTO}
+}
+
+// pathFromREQ is the path a REQ's path fields f describe, seen from the
+// passive side: sgid is the index of f's remote GID in our table. On
+// InfiniBand (rp.LocalLID a unicast LID) the LIDs are swapped and the GRH
+// is used only if the REQ says the path is not subnet local.
+func pathFromREQ(f *mad.REQPathFields, sgid int, ib bool) Path {
+	p := Path{SGIDIndex: sgid, DGID: f.LocalGID, FlowLabel: f.FlowLabel, TrafficClass: f.TrafficClass,
+		HopLimit: f.HopLimit}
+	if ib {
+		p.SLID, p.DLID, p.SL, p.Rate, p.Global = f.RemoteLID, f.LocalLID, f.SL, f.PacketRate, !f.SubnetLocal
+	}
+	return p
 }
 
 // AltPath returns the connection's alternate path and whether it has one:

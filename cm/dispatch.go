@@ -113,7 +113,7 @@ func (m *Manager) rejectUnknownLocked(to Path, tid uint64, remoteID uint32, kind
 }
 
 func (m *Manager) onREQLocked(ds *deliveries, from Path, tid uint64, r mad.REQ) {
-	key := remKey{gid: from.DGID, id: r.LocalCommID()}
+	key := remKey{gid: from.DGID, lid: from.DLID, id: r.LocalCommID()}
 	if c := m.remote[key]; c != nil {
 		m.dup()
 		switch c.state {
@@ -149,6 +149,9 @@ func (m *Manager) onREQLocked(ds *deliveries, from Path, tid uint64, r mad.REQ) 
 		}
 		alt = Path{SGIDIndex: idx, DGID: ap.LocalGID, FlowLabel: ap.FlowLabel, TrafficClass: ap.TrafficClass,
 			HopLimit: ap.HopLimit}
+		if m.ib {
+			alt = pathFromREQ(ap, idx, true)
+		}
 	}
 	c := &Conn{alt: alt, hasAlt: hasAlt, m: m, handler: l.handler, passive: true, localID: m.newLocalIDLocked(),
 		remoteID: f.LocalCommID, tid: tid, path: from, remoteQPN: f.LocalQPN,
@@ -157,6 +160,16 @@ func (m *Manager) onREQLocked(ds *deliveries, from Path, tid uint64, r mad.REQ) 
 	c.path.FlowLabel, c.path.TrafficClass = f.PrimaryPath.FlowLabel, f.PrimaryPath.TrafficClass
 	if f.PrimaryPath.HopLimit != 0 {
 		c.path.HopLimit = f.PrimaryPath.HopLimit
+	}
+	if m.ib {
+		// On InfiniBand the connection's path is the REQ's primary path
+		// (its LIDs, SL, rate, GRH or not), not the CM MAD's addressing.
+		pp := &f.PrimaryPath
+		sgid := m.dev.GIDIndex(pp.RemoteGID)
+		if sgid < 0 {
+			sgid = 0
+		}
+		c.path = pathFromREQ(pp, sgid, true)
 	}
 	m.conns[c.localID] = c
 	m.remote[key] = c

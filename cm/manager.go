@@ -94,6 +94,7 @@ type Manager struct {
 
 	sendMu sync.Mutex
 	ahs    map[ahKey]*verbs.AH
+	ib     bool // the port is an InfiniBand port: paths by LID
 
 	mu        sync.Mutex
 	closed    bool
@@ -110,12 +111,17 @@ type Manager struct {
 }
 
 type ahKey struct {
-	sgid int
-	dgid wire.GID
+	sgid   int
+	dgid   wire.GID
+	dlid   uint16 // InfiniBand: the path's DLID, SL, path bits and GRH
+	sl     uint8
+	bits   uint16
+	global bool
 }
 
 type remKey struct {
 	gid  wire.GID
+	lid  uint16 // InfiniBand: the peer's LID (its GID may be unknown)
 	id   uint32
 	sidr bool
 }
@@ -149,6 +155,9 @@ func New(dev *verbs.Device, opts *Options) (*Manager, error) {
 		guid: dev.QueryDevice().NodeGUID, ahs: map[ahKey]*verbs.AH{},
 		listeners: map[uint64]*Listener{}, conns: map[uint32]*Conn{}, remote: map[remKey]*Conn{},
 		done: make(chan struct{})}
+	if pa, err := dev.QueryPort(1); err == nil && pa.LinkLayer == verbs.LinkLayerInfiniBand {
+		m.ib = true
+	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	m.tidHi = binary.BigEndian.Uint32(rnd[:])
@@ -289,7 +298,10 @@ func (m *Manager) send(dst Path, b []byte) {
 	if m.ahs == nil {
 		return
 	}
-	k := ahKey{dst.SGIDIndex, dst.DGID}
+	k := ahKey{sgid: dst.SGIDIndex, dgid: dst.DGID}
+	if dst.IsIB() {
+		k = ahKey{sgid: dst.SGIDIndex, dgid: dst.DGID, dlid: dst.DLID, sl: dst.SL, bits: dst.SLID, global: dst.Global}
+	}
 	ah := m.ahs[k]
 	if ah == nil {
 		if len(m.ahs) >= 1024 {
@@ -299,7 +311,13 @@ func (m *Manager) send(dst Path, b []byte) {
 			}
 		}
 		var err error
-		ah, err = m.pd.CreateAH(verbs.AHAttr{DGID: dst.DGID, SGIDIndex: dst.SGIDIndex, HopLimit: 64, PortNum: 1})
+		attr := verbs.AHAttr{DGID: dst.DGID, SGIDIndex: dst.SGIDIndex, HopLimit: 64, PortNum: 1}
+		if dst.IsIB() {
+			// CM MADs travel by LID on the connection's path.
+			attr = dst.AHAttr(m.lmc())
+			attr.StaticRate = 0
+		}
+		ah, err = m.pd.CreateAH(attr)
 		if err != nil {
 			m.log.Debug("cm: no address handle", "dst", dst.DGID, "err", err)
 			m.stats.Dropped.Add(1)
@@ -377,22 +395,54 @@ func (m *Manager) handleWC(wc *verbs.WC) {
 		m.stats.Malformed.Add(1)
 		return
 	}
-	src, dst := grhAddrs(b[:40])
 	msg, err := mad.Parse(b[40:n])
 	if err != nil || msg.MgmtClass() != mad.ClassCM || msg.Method() != mad.MethodSend {
 		m.stats.Malformed.Add(1)
 		return
 	}
 	m.stats.Received.Add(1)
-	sgid := m.dev.GIDIndex(wire.GIDFromAddr(dst))
-	if sgid < 0 {
-		sgid = 0
-	}
-	from := Path{SGIDIndex: sgid, DGID: wire.GIDFromAddr(src), HopLimit: 64}
+	from := m.fromPath(wc, b[:40])
 	// The buffer is reposted on return: handlers get copies.
 	var cp [mad.Size]byte
 	copy(cp[:], msg)
 	m.dispatch(from, mad.MAD(cp[:]))
+}
+
+// fromPath is the path back to the sender of a received MAD: on RoCE its
+// GIDs from the GRH area g; on InfiniBand its LID and SL from the
+// completion, and the GIDs and a GRH only if the MAD came with one.
+func (m *Manager) fromPath(wc *verbs.WC, g []byte) Path {
+	if m.ib && wc.Flags&verbs.WCGRH == 0 {
+		return Path{DLID: wc.SLID, SL: wc.SL, SLID: m.portLID() | uint16(wc.DLIDPath)}
+	}
+	src, dst := grhAddrs(g)
+	sgid := m.dev.GIDIndex(wire.GIDFromAddr(dst))
+	if sgid < 0 {
+		sgid = 0
+	}
+	p := Path{SGIDIndex: sgid, DGID: wire.GIDFromAddr(src), HopLimit: 64}
+	if m.ib {
+		p.DLID, p.SL, p.SLID, p.Global = wc.SLID, wc.SL, m.portLID()|uint16(wc.DLIDPath), true
+	}
+	return p
+}
+
+// portLID is the LID of the Manager's InfiniBand port.
+func (m *Manager) portLID() uint16 {
+	pa, err := m.dev.QueryPort(1)
+	if err != nil {
+		return 0
+	}
+	return pa.LID
+}
+
+// lmc is the LMC of the Manager's InfiniBand port.
+func (m *Manager) lmc() uint8 {
+	pa, err := m.dev.QueryPort(1)
+	if err != nil {
+		return 0
+	}
+	return pa.LMC
 }
 
 // grhAddrs returns the source and destination addresses of a UD receive's

@@ -77,7 +77,7 @@ func (c *Conn) sendSIDRRepLocked(p *SIDRRepParams) {
 }
 
 func (m *Manager) onSIDRReqLocked(ds *deliveries, from Path, tid uint64, r mad.SIDRReq) {
-	key := remKey{gid: from.DGID, id: r.RequestID(), sidr: true}
+	key := remKey{gid: from.DGID, lid: from.DLID, id: r.RequestID(), sidr: true}
 	if c := m.remote[key]; c != nil {
 		m.dup()
 		if c.hasReply {
