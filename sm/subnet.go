@@ -45,6 +45,10 @@ type Port struct {
 	// Remote is the port at the other end of this port's link, nil if the
 	// link is down or the port is a switch's port 0.
 	Remote *Port
+	// Path is the directed route the SM reaches the port's node by through
+	// this port: a CA's own for each of its ports, the node's Path for a
+	// switch's ports.
+	Path []byte
 }
 
 // LID is the port's base LID: its own for a CA port and switch port 0, the
