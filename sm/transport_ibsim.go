@@ -2,6 +2,8 @@ package sm
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"errors"
 	"net"
 	"sync"
@@ -18,7 +20,7 @@ type ibsimTransport struct {
 
 // IbsimTransport connects to an ibsim server (Linux ibsim, or softrdma's
 // fabric served by package fabric/ibsim) as an SM client (cfg.IsSM is set
-// whatever the caller gave) and returns the connection as a Transport.
+// whatever the caller gave), sets its port's IsSM capability bit, and returns the connection as a Transport.
 // ibsim marks the top 16 bits of a request's transaction ID with the
 // client's slot; the Manager matches responses on the low 48 bits.
 func IbsimTransport(ctx context.Context, cfg ibsim.ClientConfig) (Transport, error) {
@@ -26,6 +28,14 @@ func IbsimTransport(ctx context.Context, cfg ibsim.ClientConfig) (Transport, err
 	c, err := ibsim.Dial(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	// The IsSM capability bit of the port, so that other SMs find this one
+	// (libumad2sim sets it the same way for OpenSM).
+	var on [4]byte
+	binary.NativeEndian.PutUint32(on[:], 1)
+	if _, err := c.Ctl(ctx, ibsim.CtlSetIsSM, on[:]); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("sm: setting IsSM: %w", err)
 	}
 	return &ibsimTransport{c: c, done: make(chan struct{})}, nil
 }
