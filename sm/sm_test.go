@@ -411,6 +411,7 @@ func TestRerouteOnTrap(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "a sweep after the trap", func() bool { return m.Stats().Sweeps >= 2 })
 	st := m.Stats()
+	t.Logf("reroute: sweep %v with %d sets", st.LastSweep, st.LastSets)
 	if st.Traps == 0 {
 		t.Errorf("no trap: %+v", st)
 	}
@@ -449,8 +450,6 @@ func TestLightSweep(t *testing.T) {
 	n := f.NodeByName("Hca2")
 	for port := 1; port <= n.NumPorts(); port++ {
 		if portInfo(t, f, n, port).PortState == mad.PortStateActive {
-			sw := f.topo.Nodes
-			_ = sw
 			pi := portInfo(t, f, n, port)
 			pi.PortState = mad.PortStateDown
 			b := make([]byte, 64)
@@ -642,3 +641,64 @@ func BenchmarkSweepFatTree(b *testing.B) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// mesh writes a w x h grid of switches joined to their neighbours (with
+// wrap-around when torus is set), one CA on each.
+func mesh(w, h int, torus bool) string {
+	var b strings.Builder
+	name := func(x, y int) string { return fmt.Sprintf("S%d_%d", (x+w)%w, (y+h)%h) }
+	// Ports: 1 the CA, 2 east, 3 west, 4 north, 5 south.
+	for y := range h {
+		for x := range w {
+			fmt.Fprintf(&b, "Switch\t5 %q\n[1]\t\"H%d_%d\"[1]\n", name(x, y), x, y)
+			if x+1 < w || torus {
+				fmt.Fprintf(&b, "[2]\t%q[3]\n", name(x+1, y))
+			}
+			if x > 0 || torus {
+				fmt.Fprintf(&b, "[3]\t%q[2]\n", name(x-1, y))
+			}
+			if y+1 < h || torus {
+				fmt.Fprintf(&b, "[4]\t%q[5]\n", name(x, y+1))
+			}
+			if y > 0 || torus {
+				fmt.Fprintf(&b, "[5]\t%q[4]\n", name(x, y-1))
+			}
+			fmt.Fprintf(&b, "\nHca\t1 \"H%d_%d\"\n[1]\t%q[1]\n\n", x, y, name(x, y))
+		}
+	}
+	return b.String()
+}
+
+// On a torus (where min-hop routes have cyclic channel dependencies),
+// up/down routes every pair, and no walked route turns from a down hop to
+// an up hop: the property that makes it deadlock-free.
+func TestUpDownTorus(t *testing.T) {
+	f := openTopo(t, mesh(4, 3, true))
+	m := startSM(t, f, f.NodeByName("H0_0"), 1, Config{Routing: RoutingUpDown})
+	sweep(t, m)
+	c := checkSubnet(t, f, m, 0)
+	g := newGraph(m.Subnet().Nodes)
+	ud := newUpDown(g)
+	if !complete(ud, len(g.sw)) {
+		t.Fatal("up/down does not route every pair of the torus")
+	}
+	key := map[string]int{}
+	for i, n := range g.sw {
+		key[n.Desc] = ud.key[i]
+	}
+	for k, hops := range c.routes {
+		// Each hop goes from hops[i].sw to hops[i+1].sw.
+		down := false
+		for i := 0; i+1 < len(hops); i++ {
+			up := key[hops[i+1].sw] < key[hops[i].sw]
+			if up && down {
+				t.Errorf("%s turns down then up: %v", k, hops)
+				break
+			}
+			down = down || !up
+		}
+	}
+	if len(c.routes) != 12*11 {
+		t.Errorf("%d routes walked", len(c.routes))
+	}
+}
