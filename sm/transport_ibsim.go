@@ -3,8 +3,8 @@ package sm
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 
