@@ -3,6 +3,7 @@ package sm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,6 +196,75 @@ func writeTemp(t *testing.T, name, text string) string {
 	return p
 }
 
+// manageWithSM runs softrdma's SM at Hca1 of the ibsim server on sock
+// until its first sweep, reads the subnet with the diags and sminfo, sweeps
+// once more (which must set nothing) and stops the SM.
+func manageWithSM(t *testing.T, name, sock string) *diagView {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := IbsimTransport(ctx, ibsim.ClientConfig{SockName: sock, Node: "Hca1", ID: uint32(os.Getpid())*16 + 2000 + e2eSeq.Add(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(tr, Config{Logger: quiet, SweepInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitFor(t, 30*time.Second, "the first sweep", func() bool { return m.Subnet() != nil })
+	st := m.Stats()
+	t.Logf("%s: first sweep %v, %d SMPs (%d retries)", name, st.LastSweep.Round(time.Microsecond), st.Sent, st.Retries)
+	v := readSubnet(t, name, sock)
+	sn := m.Subnet()
+	out := sim(t, sock, nil, "sminfo")
+	if want := fmt.Sprintf("sm lid %d sm guid %#x", sn.SMLID, sn.PortByLID(sn.SMLID).GUID); !strings.Contains(out, want) || !strings.Contains(out, "SMINFO_MASTER") {
+		t.Errorf("%s: sminfo: %s, want %s and MASTER", name, out, want)
+	}
+	if err := m.Sweep(ctx); err != nil || m.Stats().LastSets != 0 {
+		t.Errorf("%s: second sweep: %v, %d sets", name, err, m.Stats().LastSets)
+	}
+	return v
+}
+
+// startSoftrdmaFabric serves softrdma's fabric built from netfile with
+// ibsim's protocol until the test ends, and returns the socket base.
+func startSoftrdmaFabric(t *testing.T, netfile string) string {
+	t.Helper()
+	f := openTopo(t, readTopo(t, netfile))
+	sock := fmt.Sprintf("softrdma-sm-fab-%d-%d", os.Getpid(), e2eSeq.Add(1))
+	srv, err := ibsim.NewServer(ibsim.FabricBackend(f.Fabric), ibsim.Config{SockName: sock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+	})
+	return sock
+}
+
+// normalize drops the lines of a diag's output that differ between runs
+// (libumad2sim's greeting with the pid).
+func normalize(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "ibwarn: ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
 // TestE2EIbsim: softrdma's SM manages Linux ibsim's fabric on ibsim's
 // examples and the 40-node fat tree; the diags read a consistent subnet
 // (every port Active, every LID routed, sminfo finds the SM MASTER at its
@@ -210,35 +280,24 @@ func TestE2EIbsim(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sock := startLinuxIbsim(t, tc.file)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			tr, err := IbsimTransport(ctx, ibsim.ClientConfig{SockName: sock, Node: "Hca1", ID: uint32(os.Getpid())*16 + 2000 + e2eSeq.Add(1)})
-			if err != nil {
-				t.Fatal(err)
+			got := manageWithSM(t, "softrdma SM on Linux ibsim", sock)
+
+			// The same SM on softrdma's fabric, served as ibsim serves its
+			// own: the same subnet, found in the same order, so the same
+			// LIDs.
+			fsock := startSoftrdmaFabric(t, tc.file)
+			onFabric := manageWithSM(t, "softrdma SM on softrdma's fabric", fsock)
+			if !slices.Equal(got.nodes, onFabric.nodes) || !slices.Equal(got.links, onFabric.links) || !maps.Equal(got.lids, onFabric.lids) {
+				t.Errorf("Linux ibsim: nodes %v links %v LIDs %v\nsoftrdma's fabric: nodes %v links %v LIDs %v",
+					got.nodes, got.links, got.lids, onFabric.nodes, onFabric.links, onFabric.lids)
 			}
-			m, err := New(tr, Config{Logger: quiet, SweepInterval: time.Hour})
-			if err != nil {
-				t.Fatal(err)
+			for cmd, out := range got.outputs {
+				if strings.HasPrefix(cmd, "ibroute") || strings.HasPrefix(cmd, "ibtracert") {
+					if o := onFabric.outputs[cmd]; normalize(o) != normalize(out) {
+						t.Errorf("%s on Linux ibsim:\n%s\non softrdma's fabric:\n%s", cmd, out, o)
+					}
+				}
 			}
-			defer m.Close()
-			done := make(chan error, 1)
-			go func() { done <- m.Run(ctx) }()
-			waitFor(t, 30*time.Second, "the first sweep", func() bool { return m.Subnet() != nil })
-			st := m.Stats()
-			t.Logf("softrdma SM on Linux ibsim: first sweep %v, %d SMPs (%d retries)", st.LastSweep.Round(time.Microsecond), st.Sent, st.Retries)
-			got := readSubnet(t, "softrdma SM", sock)
-			sn := m.Subnet()
-			out := sim(t, sock, nil, "sminfo")
-			if want := fmt.Sprintf("sm lid %d sm guid %#x", sn.SMLID, sn.PortByLID(sn.SMLID).GUID); !strings.Contains(out, want) || !strings.Contains(out, "SMINFO_MASTER") {
-				t.Errorf("sminfo: %s, want %s and MASTER", out, want)
-			}
-			// A second sweep on Linux ibsim changes nothing.
-			if err := m.Sweep(ctx); err != nil || m.Stats().LastSets != 0 {
-				t.Errorf("second sweep: %v, %d sets", err, m.Stats().LastSets)
-			}
-			cancel()
-			<-done
-			m.Close()
 
 			// OpenSM on a fresh ibsim with the same topology.
 			osock := startLinuxIbsim(t, tc.file)
