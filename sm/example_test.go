@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/softrdma/softrdma/fabric"
+	"github.com/softrdma/softrdma/fabric/ibsim"
 	"github.com/softrdma/softrdma/sm"
 )
 
@@ -57,4 +59,26 @@ Hca	1 "HcaB"
 	// Sw1 port 0: LID 2 state 4
 	// HcaB port 1: LID 3 state 4
 	// SM LID 1
+}
+
+// The SM as an ibsim client: against Linux ibsim (started as
+// `IBSIM_SOCKNAME=sim ibsim -s net`) or softrdma fabric -sm=false, at the
+// node Hca1, sweeping until interrupted.
+func ExampleIbsimTransport() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t, err := sm.IbsimTransport(ctx, ibsim.ClientConfig{SockName: "sim", Node: "Hca1"})
+	if err != nil {
+		fmt.Println("no ibsim server:", err)
+		return
+	}
+	m, err := sm.New(t, sm.Config{Routing: sm.RoutingUpDown, SweepInterval: 5 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	m.Run(ctx) // until ctx ends
+	if sn := m.Subnet(); sn != nil {
+		fmt.Println("nodes:", len(sn.Nodes), "SM LID:", sn.SMLID)
+	}
 }
