@@ -15,7 +15,8 @@ import (
 // other SMs it finds, and as master assigns LIDs, programs the switches
 // and brings every linked port to ACTIVE, then publishes the Subnet. It
 // returns an error wrapping ErrNotMaster if a better SM is master (this
-// one is then STANDBY).
+// one is then STANDBY). If some node refused a setting, the snapshot is
+// published all the same and the error returned.
 func (m *Manager) Sweep(ctx context.Context) error {
 	m.sweepMu.Lock()
 	defer m.sweepMu.Unlock()
@@ -52,9 +53,12 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	m.smLID = smLID
 	m.mu.Unlock()
 	lfts, engine := m.computeLFTs(dc.order, eps, lids, top)
-	if err := m.program(ctx, dc, eps, lids, smLID, top, lfts); err != nil {
+	perr := m.program(ctx, dc, eps, lids, smLID, top, lfts)
+	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// A node that refused a setting does not hold back the rest: the
+	// snapshot is published, the error returned, and Run sweeps again.
 	m.sweeps++
 	sn := &Subnet{Prefix: m.cfg.Prefix, SMLID: smLID, SMKey: m.cfg.SMKey, Sweep: m.sweeps, Nodes: dc.order}
 	sn.Index()
@@ -65,7 +69,7 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	m.st.lastSets.Store(m.st.sets.Load() - sets)
 	m.log.Info("sm: heavy sweep done", "sweep", m.sweeps, "nodes", len(dc.order), "lids", len(lids),
 		"routing", engine, "sets", m.st.sets.Load()-sets, "took", d.Round(time.Microsecond))
-	return nil
+	return perr
 }
 
 // program sets what the sweep decided, in the order OpenSM does: the
@@ -257,21 +261,23 @@ func (m *Manager) lightSweep(ctx context.Context) bool {
 // answering. It returns ctx's error, or ErrClosed.
 func (m *Manager) Run(ctx context.Context) error {
 	heavy := true
+	failed := false // the last heavy sweep left something unset
 	misses := 0
 	tick := time.NewTicker(m.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
 		if heavy {
 			err := m.Sweep(ctx)
+			heavy, failed = false, false
 			switch {
 			case err == nil, errors.Is(err, ErrNotMaster):
-				heavy = false
 				misses = 0
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case m.ctx.Err() != nil:
 				return ErrClosed
 			default:
+				failed = true
 				m.log.Warn("sm: heavy sweep", "err", err)
 			}
 		}
@@ -295,7 +301,7 @@ func (m *Manager) Run(ctx context.Context) error {
 					heavy = true
 				}
 			case mad.SMStateMaster:
-				heavy = m.lightSweep(ctx)
+				heavy = failed || m.lightSweep(ctx)
 			case mad.SMStateNotActive:
 			default:
 				heavy = true
