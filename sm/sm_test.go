@@ -702,3 +702,28 @@ func TestUpDownTorus(t *testing.T) {
 		t.Errorf("%d routes walked", len(c.routes))
 	}
 }
+
+// Two SMs running at once settle on one master, the higher priority, and
+// stay so.
+func TestElectionRunning(t *testing.T) {
+	f := openTopo(t, readTopo(t, "../fabric/testdata/net.2sw2path4hca"))
+	cfg := func(prio uint8) Config { return Config{Priority: prio, SweepInterval: 20 * time.Millisecond} }
+	a := startSM(t, f, f.NodeByName("Hca1"), 1, cfg(3))
+	b := startSM(t, f, f.NodeByName("Hca4"), 1, cfg(7))
+	runSM(t, a)
+	runSM(t, b)
+	settled := func() bool {
+		return b.State() == mad.SMStateMaster && a.State() == mad.SMStateStandby && b.Subnet() != nil
+	}
+	waitFor(t, 10*time.Second, "b MASTER and a STANDBY", settled)
+	for range 10 {
+		time.Sleep(20 * time.Millisecond)
+		if !settled() {
+			t.Fatalf("states changed: a %d b %d", a.State(), b.State())
+		}
+	}
+	checkSubnet(t, f, b, 0)
+	if sn := b.Subnet(); sn.PortByGUID(f.NodeByName("Hca4").PortGUID(1)).LID() != sn.SMLID {
+		t.Errorf("SM LID %d is not the master's", sn.SMLID)
+	}
+}
