@@ -130,9 +130,10 @@ func (m *Manager) discover(ctx context.Context) (*discovery, error) {
 			for _, p := range n.Ports {
 				jobs = append(jobs, func() { m.readPortInfo(ctx, p, &mu) })
 			}
+			jobs = append(jobs, func() { m.readPKeys(ctx, n.Ports[0]) })
 		}
 		for _, p := range newCAPorts {
-			jobs = append(jobs, func() { m.readPortInfo(ctx, p, &mu) })
+			jobs = append(jobs, func() { m.readPortInfo(ctx, p, &mu) }, func() { m.readPKeys(ctx, p) })
 		}
 		parallel(len(jobs), func(i int) { jobs[i]() })
 		if err := ctx.Err(); err != nil {
@@ -199,4 +200,18 @@ func (m *Manager) readPortInfo(ctx context.Context, p *Port, mu *sync.Mutex) {
 	mu.Lock()
 	p.Info = pi
 	mu.Unlock()
+}
+
+// readPKeys reads the first block of p's P_Key table (a CA port's, or a
+// switch's port 0) into p.PKeys: at most 32 entries, as many as the node's
+// PartitionCap.
+func (m *Manager) readPKeys(ctx context.Context, p *Port) {
+	b, err := m.smp(ctx, p.Path, mad.MethodGet, mad.SMAttrPKeyTable, mad.PKeyTableModifier(0, 0), nil)
+	if err != nil {
+		m.log.Debug("sm: P_KeyTable", "node", fmt.Sprintf("%#x", p.Node.Info.NodeGUID), "port", p.Num, "err", err)
+		return
+	}
+	t, _ := mad.ParsePKeyTable(b)
+	n := min(len(t.PKey), max(int(p.Node.Info.PartitionCap), 1))
+	p.PKeys = append([]uint16(nil), t.PKey[:n]...)
 }

@@ -727,3 +727,27 @@ func TestElectionRunning(t *testing.T) {
 		t.Errorf("SM LID %d is not the master's", sn.SMLID)
 	}
 }
+
+// The snapshot carries every CA port's P_Key table as the port has it
+// (the fabric's default: the default partition, full member).
+func TestSnapshotPKeys(t *testing.T) {
+	f := openTopo(t, readTopo(t, "../fabric/testdata/net.2sw2path4hca"))
+	m := startSM(t, f, f.NodeByName("Hca1"), 1, Config{})
+	sweep(t, m)
+	for _, name := range []string{"Hca1", "Hca2", "Switch1"} {
+		n := f.NodeByName(name)
+		port := 1
+		if n.Type() == mad.NodeTypeSwitch {
+			port = 0
+		}
+		p := m.Subnet().PortByGUID(n.PortGUID(port))
+		b, err := f.Query(n, mad.SMAttrPKeyTable, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := mad.ParsePKeyTable(b)
+		if p == nil || len(p.PKeys) == 0 || p.PKeys[0] != want.PKey[0] || p.PKeys[0] != 0xFFFF {
+			t.Errorf("%s: PKeys %v, the fabric's %v", name, p.PKeys, want.PKey[:4])
+		}
+	}
+}
