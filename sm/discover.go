@@ -119,7 +119,7 @@ func (m *Manager) discover(ctx context.Context) (*discovery, error) {
 			jobs = append(jobs, func() {
 				b, err := m.smp(ctx, n.Path, mad.MethodGet, mad.SMAttrSwitchInfo, 0, nil)
 				if err != nil {
-					m.log.Warn("sm: SwitchInfo", "node", fmt.Sprintf("%#x", n.Info.NodeGUID), "err", err)
+					m.log.Debug("sm: SwitchInfo", "node", fmt.Sprintf("%#x", n.Info.NodeGUID), "err", err)
 					return
 				}
 				si, _ := mad.ParseSwitchInfo(b)
@@ -193,7 +193,7 @@ func (m *Manager) discover(ctx context.Context) (*discovery, error) {
 func (m *Manager) readPortInfo(ctx context.Context, p *Port, mu *sync.Mutex) {
 	b, err := m.smp(ctx, p.Path, mad.MethodGet, mad.SMAttrPortInfo, uint32(p.Num), nil)
 	if err != nil {
-		m.log.Warn("sm: PortInfo", "node", fmt.Sprintf("%#x", p.Node.Info.NodeGUID), "port", p.Num, "err", err)
+		m.log.Debug("sm: PortInfo", "node", fmt.Sprintf("%#x", p.Node.Info.NodeGUID), "port", p.Num, "err", err)
 		return
 	}
 	pi, _ := mad.ParsePortInfo(b)

@@ -24,10 +24,13 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	defer context.AfterFunc(m.ctx, cancel)()
 	defer cancel()
 	start := time.Now()
-	sets := m.st.sets.Load()
+	sets, lost := m.st.sets.Load(), m.st.timeouts.Load()
 	dc, err := m.discover(ctx)
 	if err != nil {
 		return err
+	}
+	if n := m.st.timeouts.Load() - lost; n > 0 {
+		m.log.Warn("sm: discovery went on without some answers", "unanswered", n, "nodes", len(dc.order))
 	}
 	m.mu.Lock()
 	m.guid = dc.self.GUID
