@@ -2,6 +2,7 @@ package sm
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/softrdma/softrdma/wire/mad"
@@ -20,8 +21,9 @@ func beats(pa uint8, ga uint64, pb uint8, gb uint64) bool {
 // elect reads SMInfo from every other port of the subnet that says IsSM
 // and returns the port of an SM this one yields to: a MASTER, or a better
 // SM that is DISCOVERING or STANDBY when there is no master. nil means
-// this SM is (or becomes) master.
-func (m *Manager) elect(ctx context.Context, dc *discovery) *Port {
+// this SM is (or becomes) master. A master also learns of the best STANDBY
+// SM that beats it (handTo), to hand the subnet over to, as OpenSM does.
+func (m *Manager) elect(ctx context.Context, dc *discovery) (yield, handTo *Port) {
 	var sms []*Port
 	for _, p := range endpoints(dc.order) {
 		if p != dc.self && p.Info.CapabilityMask&mad.PortCapIsSM != 0 {
@@ -29,7 +31,7 @@ func (m *Manager) elect(ctx context.Context, dc *discovery) *Port {
 		}
 	}
 	if len(sms) == 0 {
-		return nil
+		return nil, nil
 	}
 	infos := make([]*mad.SMInfo, len(sms))
 	var mu sync.Mutex
@@ -47,7 +49,8 @@ func (m *Manager) elect(ctx context.Context, dc *discovery) *Port {
 		}
 	})
 	self := dc.self.GUID
-	var yield *Port
+	master := m.State() == mad.SMStateMaster
+	var best *mad.SMInfo
 	for i, x := range infos {
 		if x == nil || x.SMState == mad.SMStateNotActive {
 			continue
@@ -55,13 +58,57 @@ func (m *Manager) elect(ctx context.Context, dc *discovery) *Port {
 		wins := beats(x.Priority, sms[i].GUID, m.cfg.Priority, self)
 		m.log.Debug("sm: other SM", "port", sms[i].GUID, "state", stateName(x.SMState), "priority", x.Priority, "wins", wins)
 		switch {
-		case x.SMState == mad.SMStateMaster && (m.State() != mad.SMStateMaster || wins):
-			return sms[i]
-		case x.SMState != mad.SMStateMaster && wins && m.State() != mad.SMStateMaster:
+		case x.SMState == mad.SMStateMaster && (!master || wins):
+			return sms[i], nil
+		case x.SMState != mad.SMStateMaster && wins && !master:
 			yield = sms[i]
+		case x.SMState == mad.SMStateStandby && wins && master:
+			if best == nil || beats(x.Priority, sms[i].GUID, best.Priority, best.GUID) {
+				x.GUID = sms[i].GUID
+				best, handTo = x, sms[i]
+			}
 		}
 	}
-	return yield
+	return yield, handTo
+}
+
+// handover asks the standby SM at p to take the subnet over (SMInfo Set,
+// HANDOVER); on its answer this SM is STANDBY, polling it.
+func (m *Manager) handover(ctx context.Context, p *Port) error {
+	b := make([]byte, mad.SMPDataSize)
+	x := m.smInfo(false)
+	x.Encode(b)
+	if _, err := m.smp(ctx, p.Path, mad.MethodSet, mad.SMAttrSMInfo, smHandover, b); err != nil {
+		return err
+	}
+	m.log.Info("sm: handed the subnet over to a better SM", "port", fmt.Sprintf("%#x", p.GUID))
+	m.setMaster(p)
+	m.setState(mad.SMStateStandby)
+	return nil
+}
+
+// betterStandby reports whether an SM of the last snapshot that is STANDBY
+// beats this master (a light sweep's question: then a heavy sweep hands
+// over).
+func (m *Manager) betterStandby(ctx context.Context, sn *Subnet) bool {
+	m.mu.Lock()
+	self := m.guid
+	m.mu.Unlock()
+	for _, n := range sn.Nodes {
+		for _, p := range n.Ports {
+			if p == nil || p.GUID == self || (n.Switch != nil && p.Num != 0) || p.Info.CapabilityMask&mad.PortCapIsSM == 0 {
+				continue
+			}
+			b, err := m.smp(ctx, p.Path, mad.MethodGet, mad.SMAttrSMInfo, 0, nil)
+			if err != nil {
+				continue
+			}
+			if x, err := mad.ParseSMInfo(b); err == nil && x.SMState == mad.SMStateStandby && beats(x.Priority, p.GUID, m.cfg.Priority, self) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pollMaster reads the master's SMInfo as a standby SM does; false if it

@@ -479,8 +479,10 @@ func TestLightSweep(t *testing.T) {
 	checkSubnet(t, f, m, 0)
 }
 
-// Two SMs elect one master: the higher priority; the other goes STANDBY,
-// and takes over when the master goes away.
+// Two SMs elect one master. A better SM that arrives while another is
+// master goes STANDBY; the master hands the subnet over to it at its next
+// sweep (SMInfo HANDOVER, as OpenSM does) and stands by itself; when the
+// master goes away, the standby takes over.
 func TestElection(t *testing.T) {
 	f := openTopo(t, readTopo(t, "../fabric/testdata/net.2sw2path4hca"))
 	lo := startSM(t, f, f.NodeByName("Hca1"), 1, Config{Priority: 1, SweepInterval: 20 * time.Millisecond})
@@ -492,22 +494,37 @@ func TestElection(t *testing.T) {
 	// The better one comes later: a master is there, it stands by.
 	hi := startSM(t, f, f.NodeByName("Hca2"), 1, Config{Priority: 5, SweepInterval: 20 * time.Millisecond})
 	ctx := context.Background()
-	if err := hi.Sweep(ctx); err == nil || !errorsIs(err, ErrNotMaster) {
+	if err := hi.Sweep(ctx); !errorsIs(err, ErrNotMaster) {
 		t.Fatalf("hi: Sweep %v, want ErrNotMaster", err)
 	}
 	if hi.State() != mad.SMStateStandby {
 		t.Fatalf("hi: state %d", hi.State())
 	}
 	runSM(t, hi)
-	// The master goes away: the standby SM takes over within a few polls.
-	lo.Close()
-	waitFor(t, 10*time.Second, "the standby to take over", func() bool {
+	// lo's next sweep hands over.
+	if err := lo.Sweep(ctx); !errorsIs(err, ErrNotMaster) {
+		t.Fatalf("lo: Sweep %v, want ErrNotMaster (handed over)", err)
+	}
+	if lo.State() != mad.SMStateStandby {
+		t.Fatalf("lo: state %d after the handover", lo.State())
+	}
+	waitFor(t, 10*time.Second, "hi to take the subnet", func() bool {
 		return hi.State() == mad.SMStateMaster && hi.Subnet() != nil
 	})
 	checkSubnet(t, f, hi, 0)
 	sn := hi.Subnet()
 	if p := sn.PortByGUID(f.NodeByName("Hca2").PortGUID(1)); p == nil || p.LID() != sn.SMLID {
 		t.Errorf("SM LID %d, the new master's port %v", sn.SMLID, p)
+	}
+	// The master goes away: the standby takes over within a few polls.
+	runSM(t, lo)
+	hi.Close()
+	waitFor(t, 10*time.Second, "lo to take over", func() bool {
+		return lo.State() == mad.SMStateMaster && lo.Subnet().Sweep >= 2
+	})
+	checkSubnet(t, f, lo, 0)
+	if sn := lo.Subnet(); sn.PortByGUID(f.NodeByName("Hca1").PortGUID(1)).LID() != sn.SMLID {
+		t.Errorf("SM LID %d is not lo's", sn.SMLID)
 	}
 }
 
@@ -750,4 +767,20 @@ func TestSnapshotPKeys(t *testing.T) {
 			t.Errorf("%s: PKeys %v, the fabric's %v", name, p.PKeys, want.PKey[:4])
 		}
 	}
+}
+
+// A better SM joining a running master: it stands by, the master's light
+// sweep finds it and hands the subnet over.
+func TestHandoverRunning(t *testing.T) {
+	f := openTopo(t, readTopo(t, "../fabric/testdata/net"))
+	cfg := func(prio uint8) Config { return Config{Priority: prio, SweepInterval: 20 * time.Millisecond} }
+	lo := startSM(t, f, f.NodeByName("Hca1"), 1, cfg(0))
+	runSM(t, lo)
+	waitFor(t, 10*time.Second, "lo MASTER", func() bool { return lo.State() == mad.SMStateMaster && lo.Subnet() != nil })
+	hi := startSM(t, f, f.NodeByName("Hca2"), 2, cfg(15))
+	runSM(t, hi)
+	waitFor(t, 10*time.Second, "the handover", func() bool {
+		return hi.State() == mad.SMStateMaster && lo.State() == mad.SMStateStandby && hi.Subnet() != nil
+	})
+	checkSubnet(t, f, hi, 0)
 }

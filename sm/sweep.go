@@ -35,19 +35,20 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	m.mu.Lock()
 	m.guid = dc.self.GUID
 	m.mu.Unlock()
-	if m.State() != mad.SMStateMaster {
-		if other := m.elect(ctx, dc); other != nil {
-			m.setMaster(other)
-			m.setState(mad.SMStateStandby)
-			return fmt.Errorf("%w: port %#x", ErrNotMaster, other.GUID)
-		}
-		m.setState(mad.SMStateMaster)
-	} else if other := m.elect(ctx, dc); other != nil {
-		// Two masters (a partition healed): the worse one steps down.
+	// A master that meets another master which beats it (a partition
+	// healed) steps down; one that meets a better standby hands over.
+	other, handTo := m.elect(ctx, dc)
+	switch {
+	case other != nil:
 		m.setMaster(other)
 		m.setState(mad.SMStateStandby)
 		return fmt.Errorf("%w: port %#x", ErrNotMaster, other.GUID)
+	case handTo != nil:
+		if err := m.handover(ctx, handTo); err == nil {
+			return fmt.Errorf("%w: handed over to port %#x", ErrNotMaster, handTo.GUID)
+		}
 	}
+	m.setState(mad.SMStateMaster)
 	m.setMaster(nil)
 	eps := endpoints(dc.order)
 	lids, top := m.assignLIDs(eps)
@@ -207,7 +208,8 @@ func (m *Manager) program(ctx context.Context, dc *discovery, eps []*Port, lids 
 }
 
 // lightSweep reads what tells the SM the subnet changed: every switch's
-// SwitchInfo (PortStateChange) and every CA port's state. It reports
+// SwitchInfo (PortStateChange), every CA port's state, and the SMInfo of
+// the other SMs (a better one in STANDBY is handed the subnet). It reports
 // whether a heavy sweep is needed.
 func (m *Manager) lightSweep(ctx context.Context) bool {
 	sn := m.Subnet()
@@ -254,7 +256,7 @@ func (m *Manager) lightSweep(ctx context.Context) bool {
 		}
 	}
 	parallel(len(jobs), func(i int) { jobs[i]() })
-	return changed
+	return changed || m.betterStandby(ctx, sn)
 }
 
 // Run manages the subnet until ctx ends or the Manager is closed: a heavy
