@@ -253,19 +253,34 @@ func srdgo_post_send(h C.uintptr_t, wr *C.struct_ibv_send_wr, bad **C.struct_ibv
 	err := q.qp.PostSend(wrs)
 	clear(wrs) // drop the references to AHs and the program's memory
 	q.swrs, q.sbad = wrs[:0], ptrs[:0]
-	var we *verbs.WRError
-	switch {
-	case errors.As(err, &we):
-		*bad = ptrs[we.Index]
-		return errno(we.Err)
-	case err != nil:
-		*bad = wr
-		return errno(err)
-	case convErr != nil:
+	if err != nil {
+		return sendError(err, wr, ptrs, bad)
+	}
+	if convErr != nil {
 		*bad = ptrs[len(wrs)]
 		return C.EINVAL
 	}
 	return 0
+}
+
+// sendError sets bad_wr and returns the errno of a failed post; out of
+// line, so that the successful path's locals do not escape.
+func sendError(err error, wr *C.struct_ibv_send_wr, ptrs []*C.struct_ibv_send_wr, bad **C.struct_ibv_send_wr) C.int {
+	if we, ok := errors.AsType[*verbs.WRError](err); ok {
+		*bad = ptrs[we.Index]
+		return errno(we.Err)
+	}
+	*bad = wr
+	return errno(err)
+}
+
+func recvError(err error, wr *C.struct_ibv_recv_wr, ptrs []*C.struct_ibv_recv_wr, bad **C.struct_ibv_recv_wr) C.int {
+	if we, ok := errors.AsType[*verbs.WRError](err); ok {
+		*bad = ptrs[we.Index]
+		return errno(we.Err)
+	}
+	*bad = wr
+	return errno(err)
 }
 
 //export srdgo_post_recv
@@ -299,15 +314,10 @@ func srdgo_post_recv(h C.uintptr_t, wr *C.struct_ibv_recv_wr, bad **C.struct_ibv
 	err := r.post(wrs)
 	clear(wrs)
 	r.rwrs, r.bad, r.sges = wrs[:0], ptrs[:0], sges[:0]
-	var we *verbs.WRError
-	switch {
-	case errors.As(err, &we):
-		*bad = ptrs[we.Index]
-		return errno(we.Err)
-	case err != nil:
-		*bad = wr
-		return errno(err)
-	case bad1:
+	if err != nil {
+		return recvError(err, wr, ptrs, bad)
+	}
+	if bad1 {
 		*bad = ptrs[len(wrs)]
 		return C.EINVAL
 	}
