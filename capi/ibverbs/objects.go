@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/softrdma/softrdma/internal/netif"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
 )
@@ -548,5 +549,17 @@ func srdgo_create_ah(h C.uintptr_t, attr *C.struct_ibv_ah_attr, out *C.uintptr_t
 		return errno(err)
 	}
 	newHandle(&ah{ah: a}, out)
+	return 0
+}
+
+//export srdgo_gid_ifindex
+func srdgo_gid_ifindex(h C.uintptr_t, index C.int) C.uint32_t {
+	c, ok := get[*devContext](h)
+	if !ok || index < 0 || int(index) >= len(c.dev.addrs) {
+		return 0
+	}
+	if ifc, err := netif.InterfaceOf(c.dev.addrs[index]); err == nil {
+		return C.uint32_t(ifc.Index)
+	}
 	return 0
 }
