@@ -325,7 +325,10 @@ func (ch *channel) run() {
 		select {
 		case <-ch.stop:
 			return
-		case cq := <-ch.ch.C():
+		case cq, open := <-ch.ch.C():
+			if !open {
+				return
+			}
 			ch.mu.Lock()
 			p, ok := ch.cqs[cq]
 			if ok {
