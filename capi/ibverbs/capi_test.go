@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
 // The tests build the library as capi/build.sh does, then run C programs
@@ -43,7 +45,13 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "building softrdma: %v\n%s", err, out)
 			return 1
 		}
-		return m.Run()
+		base, _ := leakcheck.Count()
+		code := m.Run()
+		if n, stacks := leakcheck.Wait(base, leakcheck.Settle); code == 0 && n > base {
+			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after the tests, %d before\n%s\n", n, base, stacks)
+			code = 1
+		}
+		return code
 	}()
 	os.RemoveAll(dir)
 	os.Exit(code)
