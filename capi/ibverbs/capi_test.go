@@ -13,48 +13,58 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/internal/leakcheck"
 )
 
-// The tests build the library as capi/build.sh does, then run C programs
-// and Debian's binaries against it.
+// The tests that run programs build the library as capi/build.sh does
+// (and the softrdma command), once, on first use.
 var (
-	libDir  string // holds libibverbs.so.1
-	toolBin string // softrdma, built from cmd/softrdma
+	tmpDir    string
+	buildOnce sync.Once
+	buildErr  error
+	libDir    string // holds libibverbs.so.1
+	toolBin   string // softrdma, built from cmd/softrdma
 )
 
 const debianLib = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "softrdma-capi")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	base, _ := leakcheck.Count()
+	code := m.Run()
+	if n, stacks := leakcheck.Wait(base, leakcheck.Settle); code == 0 && n > base {
+		fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after the tests, %d before\n%s\n", n, base, stacks)
+		code = 1
 	}
-	code := func() int {
-		libDir = filepath.Join(dir, "lib")
-		if out, err := exec.Command("../build.sh", libDir).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building the library: %v\n%s", err, out)
-			return 1
-		}
-		toolBin = filepath.Join(dir, "softrdma")
-		if out, err := exec.Command("go", "build", "-o", toolBin, "../../cmd/softrdma").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building softrdma: %v\n%s", err, out)
-			return 1
-		}
-		base, _ := leakcheck.Count()
-		code := m.Run()
-		if n, stacks := leakcheck.Wait(base, leakcheck.Settle); code == 0 && n > base {
-			fmt.Fprintf(os.Stderr, "goroutine leak: %d goroutines after the tests, %d before\n%s\n", n, base, stacks)
-			code = 1
-		}
-		return code
-	}()
-	os.RemoveAll(dir)
+	if tmpDir != "" {
+		os.RemoveAll(tmpDir)
+	}
 	os.Exit(code)
+}
+
+// built builds the library and the softrdma command, or fails t.
+func built(t *testing.T) {
+	t.Helper()
+	buildOnce.Do(func() {
+		if tmpDir, buildErr = os.MkdirTemp("", "softrdma-capi"); buildErr != nil {
+			return
+		}
+		libDir = filepath.Join(tmpDir, "lib")
+		if out, err := exec.Command("../build.sh", libDir).CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the library: %v\n%s", err, out)
+			return
+		}
+		toolBin = filepath.Join(tmpDir, "softrdma")
+		if out, err := exec.Command("go", "build", "-o", toolBin, "../../cmd/softrdma").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building softrdma: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
 }
 
 func need(t *testing.T, path string) {
@@ -102,6 +112,7 @@ func dynsyms(t *testing.T, file, prefix string, def bool) map[string]string {
 // load (librdmacm, the mlx5 and efa providers), is exported with the
 // version they ask for.
 func TestSymbolVersions(t *testing.T) {
+	built(t)
 	need(t, "objdump")
 	need(t, debianLib)
 	ours := dynsyms(t, filepath.Join(libDir, "libibverbs.so.1"), "", true)
@@ -164,6 +175,7 @@ func gcc(t *testing.T, src string, args ...string) string {
 // the library exposes or reads (layout.h), as the library was compiled,
 // with the system's <infiniband/verbs.h>.
 func TestABILayout(t *testing.T) {
+	built(t)
 	bin := gcc(t, "testdata/layout.c", "-ldl")
 	out, err := exec.Command(bin, filepath.Join(libDir, "libibverbs.so.1")).CombinedOutput()
 	if err != nil {
@@ -216,6 +228,7 @@ func command(ctx context.Context, devs string, port int, name string, args ...st
 // poll(2), a bad work request's bad_wr, and the errno of what is not
 // supported.
 func TestABI(t *testing.T) {
+	built(t)
 	bin := gcc(t, "testdata/abi.c", "-L"+libDir, "-l:libibverbs.so.1")
 	port, _ := freePorts(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -231,6 +244,7 @@ func TestABI(t *testing.T) {
 // every attribute softrdma devinfo prints for the same device printed the
 // same.
 func TestDevices(t *testing.T) {
+	built(t)
 	need(t, "ibv_devices")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -330,6 +344,7 @@ func checkIters(t *testing.T, who, out, iters string) {
 // their data check (-c) where they have one, and ibv_rc_pingpong against
 // softrdma pingpong both ways.
 func TestPingpong(t *testing.T) {
+	built(t)
 	const iters = "50"
 	for _, c := range []struct {
 		name string
@@ -380,6 +395,7 @@ func TestPingpong(t *testing.T) {
 // rdma_cm is not covered yet), and checks that both exit 0 and report a
 // result line (the client only, for the read and atomic latency tests).
 func TestPerftest(t *testing.T) {
+	built(t)
 	result := regexp.MustCompile(`(?m)^\s+(2|8|65536)\s+100\s+[0-9.]+\s+[0-9.]+`)
 	for _, bin := range perftests {
 		t.Run(bin, func(t *testing.T) {
