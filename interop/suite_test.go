@@ -220,6 +220,7 @@ func TestInterop(t *testing.T) {
 
 	// Path MTU 1024 (netdev MTU 1500).
 	s.pingpongMatrix(t, "", 0)
+	s.capiMatrix(t)
 	s.pingpongTimestamps(t)
 	s.perftestMatrix(t, "", perftestCases)
 	s.cmMatrix(t)

@@ -54,6 +54,10 @@ func hasCommand(bin, name string) bool {
 type side struct {
 	Host  []string // softrdma arguments
 	Guest string   // guest shell command
+	// Exec is another host command (its path and arguments), run with Env
+	// added to the environment: a C program on capi's libibverbs.
+	Exec []string
+	Env  []string
 	// Ready reports whether a server side accepts clients; nil: it
 	// listens on the TCP exchange port.
 	Ready func(ctx context.Context) bool
@@ -62,6 +66,9 @@ type side struct {
 func (sd side) String() string {
 	if sd.Host != nil {
 		return "softrdma " + strings.Join(sd.Host, " ")
+	}
+	if sd.Exec != nil {
+		return strings.Join(append(append([]string(nil), sd.Env...), sd.Exec...), " ")
 	}
 	return sd.Guest
 }
@@ -94,8 +101,14 @@ type running struct {
 func (s *suite) start(ctx context.Context, sd side) (*running, error) {
 	r := &running{done: make(chan *outcome, 1)}
 	begin := time.Now()
-	if sd.Host != nil {
-		cmd := s.p.Command(ctx, s.bin, append(append([]string(nil), sd.Host...), s.hostFlags...)...)
+	if sd.Host != nil || sd.Exec != nil {
+		var cmd *exec.Cmd
+		if sd.Exec != nil {
+			cmd = s.p.Command(ctx, sd.Exec[0], sd.Exec[1:]...)
+			cmd.Env = append(os.Environ(), sd.Env...)
+		} else {
+			cmd = s.p.Command(ctx, s.bin, append(append([]string(nil), sd.Host...), s.hostFlags...)...)
+		}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.WaitDelay = 5 * time.Second
@@ -150,7 +163,7 @@ func (s *suite) listening(ctx context.Context, server side, r *running) error {
 		switch {
 		case server.Ready != nil:
 			ok = server.Ready(ctx)
-		case server.Host != nil:
+		case server.Host != nil || server.Exec != nil:
 			out, _ := s.p.Command(ctx, "ss", "-Hltn", fmt.Sprintf("sport = :%d", exchangePort)).Output()
 			ok = len(bytes.TrimSpace(out)) > 0
 		default:

@@ -6,4 +6,11 @@
 //
 // What a sweep finds is published as an immutable [Subnet] snapshot, which the
 // subnet administrator (package sm/sa) answers queries from.
+//
+// A [Manager] runs on one Transport: [FabricTransport] attaches it to a port
+// of softrdma's in-process fabric, [IbsimTransport] to any server of ibsim's
+// client protocol (Linux ibsim, "softrdma fabric"). [Manager.Sweep] runs one
+// heavy sweep; [Manager.Run] sweeps, then watches the subnet (light sweeps,
+// traps) and negotiates the master with other SMs by SMInfo. Routing is
+// min-hop, or up/down ([RoutingUpDown]) where deadlock freedom matters.
 package sm

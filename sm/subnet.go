@@ -41,10 +41,14 @@ type Port struct {
 	Num   int
 	GUID  uint64 // the port GUID (a switch's ports share port 0's)
 	Info  mad.PortInfo
-	PKeys []uint16 // the P_Key table as programmed
+	PKeys []uint16 // the P_Key table as read (block 0) or programmed; CA ports and switch port 0
 	// Remote is the port at the other end of this port's link, nil if the
 	// link is down or the port is a switch's port 0.
 	Remote *Port
+	// Path is the directed route the SM reaches the port's node by through
+	// this port: a CA's own for each of its ports, the node's Path for a
+	// switch's ports.
+	Path []byte
 }
 
 // LID is the port's base LID: its own for a CA port and switch port 0, the

@@ -25,14 +25,16 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	verbose := fs.Bool("v", false, "log every client's MADs that go nowhere (Debug)")
 	hca := fs.String("hca", remote.DefaultAddr, "serve the CA ports to softrdma devices in other processes and hosts at `ADDR`: a TCP host:port,\n"+
 		"or a unix socket (unix:PATH, or a path with a slash); \"off\" serves none")
+	withSM := fs.Bool("sm", true, "run softrdma's subnet manager at the first CA port (-sm=false leaves the subnet to OpenSM or softrdma sm)")
+	sf := addSMFlags(fs)
 	downOnDetach := fs.Bool("down-on-detach", false, "take a CA port's link down also when its device detaches on purpose (a device that dies always does)")
-	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-v] TOPOLOGY",
+	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-sm=false] [-v] TOPOLOGY",
 		"Runs an InfiniBand fabric of switches and HCAs described by TOPOLOGY (ibnetdiscover's format, as\n"+
 			"Linux ibsim reads it) and serves it with ibsim's client protocol, so that programs run under\n"+
 			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Its CA ports are served\n"+
 			"at -hca's address: a softrdma device attaches one (fabric/remote's Dial) and sends and receives\n"+
 			"IB packets through the switches; a device that dies takes its port's link down (trap 128 to the\n"+
-			"SM). Runs until interrupted.")
+			"SM). softrdma's SM manages the subnet unless -sm=false. Runs until interrupted.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -64,6 +66,13 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer fab.Close()
+	if *withSM {
+		stop, err := startFabricSM(ctx, fab, topo, sf, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	cfg := ibsim.Config{SockName: *sock, Logger: log}
 	if cfg.SockName == "" {

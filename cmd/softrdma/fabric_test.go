@@ -105,7 +105,7 @@ func TestFabricCommandHCA(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", addr, topo}, io.Discard) }()
+	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", addr, "-sm=false", topo}, io.Discard) }()
 
 	d := remote.Dialer{Logger: slog.New(slog.DiscardHandler)}
 	var p *remote.Port

@@ -41,6 +41,7 @@ var commands = map[string]struct {
 	"mckey":    {runMckey, "mckey: join a multicast group with rdma_cm and send (-s) or receive UD datagrams (-m group)"},
 	"stat":     {runStat, "rdma statistic show link: the counters a tool serves with --metrics, by Linux rxe's names"},
 	"fabric":   {runFabric, "ibsim: an InfiniBand fabric from a topology file, served to OpenSM and infiniband-diags under ibsim-run"},
+	"sm":       {runSMCmd, "opensm: softrdma's subnet manager on an ibsim fabric (Linux ibsim or softrdma fabric); -o sweeps once"},
 	"version":  {func(_ context.Context, args []string, out io.Writer) error { return runVersion(args, out) }, "print the version of this build"},
 }
 

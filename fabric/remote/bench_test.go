@@ -36,8 +36,8 @@ func benchPair(b *testing.B, network string) (pa, pb ib.Port, lidA, lidB uint16)
 	}
 	sm := newSM(b, s.f, "Hca3", 1)
 	sn := sm.sweep()
-	lidA = sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-	lidB = sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	lidA = lidOf(b, s.f, sn, "Hca1")
+	lidB = lidOf(b, s.f, sn, "Hca2")
 	waitFor(b, "both ACTIVE", func() bool {
 		return ports[0].Attr().State == ib.StateActive && ports[1].Attr().State == ib.StateActive
 	})

@@ -230,8 +230,8 @@ func TestTwoClientsByLID(t *testing.T) {
 			}
 			sm := newSM(t, s.f, "Hca3", 1)
 			sn := sm.sweep()
-			lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-			lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+			lidA := lidOf(t, s.f, sn, "Hca1")
+			lidB := lidOf(t, s.f, sn, "Hca2")
 			for _, x := range []struct {
 				c   *client
 				lid uint16
@@ -277,12 +277,10 @@ func TestTwoClientsByLID(t *testing.T) {
 				}
 			}
 			// The SM moves Hca1's SM LID: the client sees it.
-			n := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)]
-			pi, _ := mad.ParsePortInfo(sm.drOK(n.path, mad.MethodGet, mad.SMAttrPortInfo, 1, nil))
-			pi.MasterSMLID, pi.PortState = 0x77, mad.PortStateNoChange
-			buf := make([]byte, 64)
-			pi.Encode(buf)
-			sm.drOK(n.path, mad.MethodSet, mad.SMAttrPortInfo, 1, buf)
+			n := sn.PortByGUID(s.f.NodeByName("Hca1").PortGUID(1))
+			sm.setPortInfo(n.Path, 1, func(pi *mad.PortInfo) {
+				pi.MasterSMLID, pi.PortState = 0x77, mad.PortStateNoChange
+			})
 			waitFor(t, "the new SM LID at the client", func() bool { return a.p.Attr().SMLID == 0x77 })
 			// The server counts a packet out after its write returns.
 			waitFor(t, "the server's count", func() bool { return s.srv.Stats().PktsOut >= 108 })
@@ -328,22 +326,13 @@ func TestClientDies(t *testing.T) {
 	if st := b.p.Attr().State; st != ib.StateInit {
 		t.Errorf("re-attached: state %d, want INIT", st)
 	}
-	// The SM's answer to the trap: the two ends of the link to ACTIVE.
-	hca := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)]
-	sw := sn.nodes[hca.sw.guid]
-	for _, state := range []uint8{mad.PortStateArmed, mad.PortStateActive} {
-		for _, end := range []struct {
-			path []byte
-			mod  uint32
-		}{{sw.path, uint32(hca.sw.port)}, {hca.path, 1}} {
-			pi, _ := mad.ParsePortInfo(sm.drOK(end.path, mad.MethodGet, mad.SMAttrPortInfo, end.mod, nil))
-			pi.PortState = state
-			buf := make([]byte, 64)
-			pi.Encode(buf)
-			sm.drOK(end.path, mad.MethodSet, mad.SMAttrPortInfo, end.mod, buf)
-		}
-	}
+	// The SM's answer to the trap: a heavy sweep brings the link back to
+	// ACTIVE.
+	sm.sweep()
 	waitFor(t, "Hca1 ACTIVE again", func() bool { return b.p.Attr().State == ib.StateActive })
+	if got, want := b.p.Attr().LID, lidOf(t, s.f, sn, "Hca1"); got != want {
+		t.Errorf("Hca1 came back with LID %d, had %d", got, want)
+	}
 	// And it carries packets again: from a client on Hca2.
 	c := dial(t, s.addr, "Hca2", nil)
 	waitFor(t, "Hca2 ACTIVE", func() bool { return c.p.Attr().State == ib.StateActive })
@@ -353,26 +342,6 @@ func TestClientDies(t *testing.T) {
 	}
 	if got := b.expect(t); !bytes.Equal(got, pkt) {
 		t.Error("the packet to the re-attached port changed")
-	}
-}
-
-func waitTrap(t testing.TB, sm *testSM) *fabric.Datagram {
-	t.Helper()
-	if len(sm.traps) > 0 {
-		return sm.traps[0]
-	}
-	timer := time.NewTimer(10 * time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case d := <-sm.ch:
-			if mad.MAD(d.MAD).Method() == mad.MethodTrap {
-				return d
-			}
-		case <-timer.C:
-			t.Fatal("no trap")
-			return nil
-		}
 	}
 }
 
@@ -399,8 +368,8 @@ func TestProcess(t *testing.T) {
 	b := dial(t, s.addr, "Hca2", nil)
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
-	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	lidA := lidOf(t, s.f, sn, "Hca1")
+	lidB := lidOf(t, s.f, sn, "Hca2")
 	waitFor(t, "Hca2 ACTIVE", func() bool { return b.p.Attr().State == ib.StateActive })
 	for i, size := range []int{0, 500, 4000} {
 		pkt := ibPacket(t, lidB, lidA, uint32(i), size)
@@ -534,8 +503,8 @@ func TestBadFrames(t *testing.T) {
 	b := dial(t, s.addr, "Hca2", nil)
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
-	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	lidA := lidOf(t, s.f, sn, "Hca1")
+	lidB := lidOf(t, s.f, sn, "Hca2")
 	waitFor(t, "Hca2 ACTIVE", func() bool { return b.p.Attr().State == ib.StateActive })
 
 	conn, err := net.Dial("tcp", s.srv.Addr().String())
@@ -605,8 +574,8 @@ func TestBackpressure(t *testing.T) {
 	}
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
-	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	lidA := lidOf(t, s.f, sn, "Hca1")
+	lidB := lidOf(t, s.f, sn, "Hca2")
 	waitFor(t, "both ACTIVE", func() bool {
 		return a.p.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
 	})
@@ -690,8 +659,8 @@ func TestCloseBlockedSend(t *testing.T) {
 	}
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
-	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	lidA := lidOf(t, s.f, sn, "Hca1")
+	lidB := lidOf(t, s.f, sn, "Hca2")
 	waitFor(t, "both ACTIVE", func() bool {
 		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
 	})
@@ -857,8 +826,8 @@ func TestSendFromRecv(t *testing.T) {
 	}
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
-	lidA := sn.caPorts[s.f.NodeByName("Hca1").PortGUID(1)].lid
-	lidB := sn.caPorts[s.f.NodeByName("Hca2").PortGUID(1)].lid
+	lidA := lidOf(t, s.f, sn, "Hca1")
+	lidB := lidOf(t, s.f, sn, "Hca2")
 	waitFor(t, "both ACTIVE", func() bool {
 		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
 	})
@@ -878,9 +847,9 @@ func TestSendFromRecv(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	hca4 := sn.caPorts[s.f.NodeByName("Hca4").PortGUID(1)]
+	hca4 := lidOf(t, s.f, sn, "Hca4")
 	waitFor(t, "Hca4 ACTIVE", func() bool { return c.Attr().State == ib.StateActive })
-	if err := c.Send([][]byte{ibPacket(t, hca4.lid, lidB, 0, 10)}); err != nil {
+	if err := c.Send([][]byte{ibPacket(t, hca4, lidB, 0, 10)}); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -38,6 +38,8 @@ var layers = map[string]int{
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
 	"cmd/softrdma": 8, "examples/hello": 8, "bench": 8,
+	// The C ABI library (libibverbs.so.1), a cgo command over the stack.
+	"capi/ibverbs": 8,
 	// The interop suite and this test.
 	"interop": 9, "internal/archtest": 9,
 }
@@ -115,6 +117,10 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s: a pure state machine imports only %v", pkg, imp, allowed)
 				}
 			}
+		}
+		// The Go stack is pure Go: cgo only in the C ABI library.
+		if slices.Contains(p.Imports, "C") && !strings.HasPrefix(pkg, "capi/") {
+			t.Errorf("%s imports \"C\": only the C ABI library (capi/...) uses cgo", pkg)
 		}
 		for _, imp := range p.Imports {
 			dep, inModule := strings.CutPrefix(imp, module+"/")

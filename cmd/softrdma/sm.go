@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/fabric"
+	"github.com/softrdma/softrdma/fabric/ibsim"
+	"github.com/softrdma/softrdma/sm"
+)
+
+// smFlags are the SM settings "softrdma sm" and "softrdma fabric" share.
+type smFlags struct {
+	lmc      *uint
+	priority *uint
+	routing  *string
+	interval *time.Duration
+}
+
+func addSMFlags(fs *flag.FlagSet) *smFlags {
+	return &smFlags{
+		lmc:      fs.Uint("lmc", 0, "LID mask control of CA ports: each gets 2^LMC LIDs (0-7)"),
+		priority: fs.Uint("priority", 0, "the SM's priority in master election (0-15)"),
+		routing:  fs.String("routing", sm.RoutingMinHop, "routing engine: minhop or updn (up/down, deadlock-free, for fat trees)"),
+		interval: fs.Duration("sweep", sm.DefaultSweepInterval, "period of light sweeps"),
+	}
+}
+
+func (f *smFlags) config(log *slog.Logger) sm.Config {
+	return sm.Config{LMC: uint8(min(*f.lmc, 255)), Priority: uint8(min(*f.priority, 255)), Routing: *f.routing,
+		SweepInterval: *f.interval, Logger: log}
+}
+
+// runSMCmd runs softrdma's subnet manager as a client of an ibsim server:
+// Linux ibsim or "softrdma fabric".
+func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("sm", flag.ContinueOnError)
+	sock := fs.String("ibsim", "", "base of the ibsim server's unix socket names (default $IBSIM_SOCKNAME or \"sim\")")
+	udp := fs.String("udp", "", "reach an ibsim server in inet mode at `HOST:PORT` (its control port) instead")
+	node := fs.String("node", "", "the node to attach at, as SIM_HOST names it (default $SIM_HOST, else the server's first)")
+	once := fs.Bool("o", false, "sweep once, print the subnet and exit (as opensm -o)")
+	verbose := fs.Bool("v", false, "log at Debug level")
+	sf := addSMFlags(fs)
+	fs.Usage = usageFunc(fs, "sm [-ibsim SOCKNAME | -udp HOST:PORT] [-node NAME] [-o] [-lmc N] [-priority N] [-routing minhop|updn] [-sweep D] [-v]",
+		"Runs softrdma's subnet manager on an InfiniBand fabric served with ibsim's client protocol (Linux\n"+
+			"ibsim, or softrdma fabric -sm=false): it discovers the subnet by directed-route SMPs, assigns LIDs,\n"+
+			"programs every switch's forwarding table and brings every port to ACTIVE, then sweeps again\n"+
+			"every -sweep and on traps until interrupted. With -o it sweeps once and exits.")
+	pos, err := parseFlags(fs, args, out)
+	if err != nil {
+		return err
+	}
+	if err := noOperands(fs, pos); err != nil {
+		return err
+	}
+	if *sock != "" && *udp != "" {
+		return fmt.Errorf("%w: -ibsim and -udp exclude each other", tool.ErrUsage)
+	}
+	lvl := slog.LevelInfo
+	if *verbose {
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg := sf.config(log)
+	ccfg := ibsim.ClientConfig{SockName: *sock, Node: *node}
+	if ccfg.SockName == "" {
+		ccfg.SockName = os.Getenv("IBSIM_SOCKNAME")
+	}
+	if ccfg.Node == "" {
+		ccfg.Node = os.Getenv("SIM_HOST")
+	}
+	if *udp != "" {
+		ccfg = ibsim.ClientConfig{Network: "udp", Addr: *udp, Node: ccfg.Node}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	t, err := sm.IbsimTransport(dctx, ccfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connecting to the ibsim server: %w", err)
+	}
+	m, err := sm.New(t, cfg)
+	if err != nil {
+		t.Close()
+		return fmt.Errorf("%w: %v", tool.ErrUsage, err)
+	}
+	defer m.Close()
+	if !*once {
+		err := m.Run(ctx)
+		if errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	if err := m.Sweep(ctx); err != nil {
+		return err
+	}
+	printSubnet(out, m)
+	return nil
+}
+
+// printSubnet prints what a sweep found and set: one line per node with
+// its LIDs, then the sweep's figures.
+func printSubnet(out io.Writer, m *sm.Manager) {
+	sn := m.Subnet()
+	lids := 0
+	for _, n := range sn.Nodes {
+		kind := "Ca"
+		if n.Switch != nil {
+			kind = "Switch"
+		}
+		fmt.Fprintf(out, "%-6s %#016x %q", kind, n.Info.NodeGUID, n.Desc)
+		for _, p := range n.Ports {
+			if p == nil || (n.Switch != nil && p.Num != 0) {
+				continue
+			}
+			lids++
+			fmt.Fprintf(out, " port %d lid %d", p.Num, p.Info.LID)
+		}
+		fmt.Fprintln(out)
+	}
+	st := m.Stats()
+	fmt.Fprintf(out, "SUBNET UP: %d nodes, %d LIDs, SM LID %d, sweep took %v (%d SMPs)\n",
+		len(sn.Nodes), lids, sn.SMLID, st.LastSweep.Round(time.Microsecond), st.Sent)
+}
+
+// startFabricSM runs softrdma's SM embedded in "softrdma fabric", at the
+// first CA port of the topology that has a link, until ctx ends; the
+// returned function stops it.
+func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topology, sf *smFlags, log *slog.Logger) (func(), error) {
+	var node *fabric.Node
+	port := 0
+	for _, tn := range topo.Nodes {
+		if tn.Type != 1 { // a CA
+			continue
+		}
+		for i := 1; i <= tn.NumPorts() && node == nil; i++ {
+			if tn.Ports[i].Remote != "" {
+				node, port = fab.NodeByName(tn.ID), i
+			}
+		}
+		if node != nil {
+			break
+		}
+	}
+	if node == nil {
+		return nil, fmt.Errorf("no CA port with a link for the SM (-sm=false leaves the subnet to another SM)")
+	}
+	t, err := sm.FabricTransport(fab, node, port)
+	if err != nil {
+		return nil, err
+	}
+	m, err := sm.New(t, sf.config(log))
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
+	}
+	log.Info("fabric: subnet manager", "node", node.Name(), "port", port)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		m.Close()
+	}, nil
+}

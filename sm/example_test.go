@@ -1,0 +1,84 @@
+package sm_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/softrdma/softrdma/fabric"
+	"github.com/softrdma/softrdma/fabric/ibsim"
+	"github.com/softrdma/softrdma/sm"
+)
+
+// The SM sweeps an in-process fabric of one switch and two CAs from
+// HcaA's port: every port gets a LID and becomes ACTIVE.
+func Example() {
+	topo, _ := fabric.ParseTopology(strings.NewReader(`
+Switch	4 "Sw1"
+[1]	"HcaA"[1]
+[2]	"HcaB"[1]
+
+Hca	1 "HcaA"
+[1]	"Sw1"[1]
+
+Hca	1 "HcaB"
+[1]	"Sw1"[2]
+`), "example")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f, err := fabric.New(topo, &fabric.Options{Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	t, err := sm.FabricTransport(f, f.NodeByName("HcaA"), 1)
+	if err != nil {
+		panic(err)
+	}
+	m, err := sm.New(t, sm.Config{Logger: quiet})
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	if err := m.Sweep(context.Background()); err != nil {
+		panic(err)
+	}
+	sn := m.Subnet()
+	for _, n := range sn.Nodes {
+		for _, p := range n.Ports {
+			if p != nil && (n.Switch == nil || p.Num == 0) {
+				fmt.Printf("%s port %d: LID %d state %d\n", n.Desc, p.Num, p.LID(), n.Ports[max(p.Num, 1)].Info.PortState)
+			}
+		}
+	}
+	fmt.Println("SM LID", sn.SMLID)
+	// Output:
+	// HcaA port 1: LID 1 state 4
+	// Sw1 port 0: LID 2 state 4
+	// HcaB port 1: LID 3 state 4
+	// SM LID 1
+}
+
+// The SM as an ibsim client: against Linux ibsim (started as
+// `IBSIM_SOCKNAME=sim ibsim -s net`) or softrdma fabric -sm=false, at the
+// node Hca1, sweeping until interrupted.
+func ExampleIbsimTransport() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t, err := sm.IbsimTransport(ctx, ibsim.ClientConfig{SockName: "sim", Node: "Hca1"})
+	if err != nil {
+		fmt.Println("no ibsim server:", err)
+		return
+	}
+	m, err := sm.New(t, sm.Config{Routing: sm.RoutingUpDown, SweepInterval: 5 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	m.Run(ctx) // until ctx ends
+	if sn := m.Subnet(); sn != nil {
+		fmt.Println("nodes:", len(sn.Nodes), "SM LID:", sn.SMLID)
+	}
+}
