@@ -143,12 +143,13 @@ type Path struct {
 	TrafficClass uint8
 
 	// InfiniBand only (zero on RoCE).
-	SLID           uint16 // our port's LID, with the path bits chosen
-	DLID           uint16 // the peer port's LID
-	SL             uint8  // service level, 0..15
-	Rate           uint8  // static rate, PathRecord encoding (0: the port's)
-	PacketLifeTime uint8  // PathRecord's packet life time exponent
-	Global         bool   // the path's packets carry a GRH
+	SLID           uint16    // our port's LID, with the path bits chosen
+	DLID           uint16    // the peer port's LID
+	SL             uint8     // service level, 0..15
+	Rate           uint8     // static rate, PathRecord encoding (0: the port's)
+	PacketLifeTime uint8     // PathRecord's packet life time exponent
+	MTU            verbs.MTU // the path's MTU (PathRecord's; 0: unknown)
+	Global         bool      // the path's packets carry a GRH
 }
 
 // IsIB reports whether the path is an InfiniBand path, addressed by LID.

@@ -68,6 +68,14 @@ type Options struct {
 	// any UD QP, and its sender's retransmission, a response timeout
 	// later, is what recovers it.
 	RecvDepth int
+	// GMP, if not nil, receives every MAD of another management class
+	// than the CM's that arrives on the GSI QP and is not the answer to
+	// one of the Manager's own SA queries (for example SA requests, when
+	// the device's port is the SM's and a subnet administrator serves
+	// there), with the path back to its sender's GSI QP; answer with
+	// SendGMP. It runs on the Manager's receive goroutine and must not
+	// block; msg is a copy it may keep. Nil: such MADs are dropped.
+	GMP func(from Path, msg mad.MAD)
 }
 
 // Stats count what the Manager saw.
@@ -99,8 +107,9 @@ type Manager struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[uint64]*Listener
-	conns     map[uint32]*Conn // by local comm ID (also SIDR request ID)
-	remote    map[remKey]*Conn // passive exchanges by peer GID and its comm/request ID
+	conns     map[uint32]*Conn   // by local comm ID (also SIDR request ID)
+	remote    map[remKey]*Conn   // passive exchanges by peer GID and its comm/request ID
+	sa        map[uint64]*saWait // SA queries in flight, by TID (saclient.go)
 	tidHi     uint32
 	tidLo     uint32
 
@@ -154,6 +163,7 @@ func New(dev *verbs.Device, opts *Options) (*Manager, error) {
 	m := &Manager{dev: dev, log: o.Logger.With("cm", dev.Name()), opts: o,
 		guid: dev.QueryDevice().NodeGUID, ahs: map[ahKey]*verbs.AH{},
 		listeners: map[uint64]*Listener{}, conns: map[uint32]*Conn{}, remote: map[remKey]*Conn{},
+		sa:   map[uint64]*saWait{},
 		done: make(chan struct{})}
 	if pa, err := dev.QueryPort(1); err == nil && pa.LinkLayer == verbs.LinkLayerInfiniBand {
 		m.ib = true
@@ -396,6 +406,20 @@ func (m *Manager) handleWC(wc *verbs.WC) {
 		return
 	}
 	msg, err := mad.Parse(b[40:n])
+	if err == nil && msg.MgmtClass() != mad.ClassCM {
+		cp := mad.MAD(append([]byte(nil), msg...))
+		if msg.MgmtClass() == mad.ClassSubnAdm && msg.Method().IsResponse() && m.onSA(cp) { // saclient.go
+			m.stats.Received.Add(1)
+			return
+		}
+		if h := m.opts.GMP; h != nil {
+			m.stats.Received.Add(1)
+			h(m.fromPath(wc, b[:40]), cp)
+			return
+		}
+		m.stats.Malformed.Add(1) // not the CM's, and nobody else's
+		return
+	}
 	if err != nil || msg.MgmtClass() != mad.ClassCM || msg.Method() != mad.MethodSend {
 		m.stats.Malformed.Add(1)
 		return

@@ -243,6 +243,9 @@ func (id *ID) Connect(ctx context.Context, p *ConnParam) error {
 		if pa, e := id.dev.dev.QueryPort(1); e == nil {
 			mtu = pa.ActiveMTU
 		}
+		if path.MTU != 0 && path.MTU < mtu {
+			mtu = path.MTU // InfiniBand: the SA's path MTU
+		}
 		if id.qp != nil {
 			qpn = id.qp.QPN()
 		} else {
@@ -414,6 +417,9 @@ func (id *ID) rtrAttrLocked(destQPN wire.QPN, rqPSN wire.PSN, mtu verbs.MTU, max
 	if id.conn != nil {
 		p := id.conn.Path()
 		ah.DGID, ah.SGIDIndex, ah.FlowLabel, ah.TrafficClass = p.DGID, p.SGIDIndex, p.FlowLabel, p.TrafficClass
+		if a, ok := id.ibAH(p); ok { // ib.go: by LID on an InfiniBand port
+			ah = a
+		}
 	}
 	return verbs.QPAttr{State: verbs.StateRTR, AH: ah, PathMTU: mtu, DestQPN: destQPN,
 			RQPSN: rqPSN, MaxDestRdAtomic: int(max(maxDestRd, 1)), MinRNRTimer: 12},
@@ -578,6 +584,9 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 		id.peerUD = UDParam{PrivateData: copyBytes(ev.PrivateData),
 			AH:    verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, HopLimit: 64, TrafficClass: p.TrafficClass, PortNum: 1},
 			QPNum: r.QPN, QKey: r.QKey}
+		if a, ok := id.ibAH(p); ok {
+			id.peerUD.AH = a
+		}
 		out = &Event{Type: EventEstablished, UD: id.peerUD}
 	}
 	id.mu.Unlock()

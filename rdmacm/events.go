@@ -112,6 +112,10 @@ type Event struct {
 	// JoinMulticast (librdmacm hands it over as the private data).
 	Multicast    netip.Addr
 	McastContext any
+	// Err is why an InfiniBand route resolution failed (EventRouteError):
+	// it wraps cm.ErrNoSA (no answer from the subnet administrator) or
+	// cm.ErrNoPath (the SA has no path to the destination).
+	Err error
 }
 
 // PrivateData returns the private data of the event.
@@ -146,6 +150,9 @@ func (e *ErrEvent) Error() string {
 			return "rdmacm: peer unreachable: no answer from the peer"
 		}
 		return fmt.Sprintf("rdmacm: peer unreachable (status %d)", e.Event.Status)
+	}
+	if e.Event.Err != nil {
+		return fmt.Sprintf("rdmacm: %v (status %d): %v", e.Event.Type, e.Event.Status, e.Event.Err)
 	}
 	return fmt.Sprintf("rdmacm: %v (status %d), want %v", e.Event.Type, e.Event.Status, e.Want)
 }
@@ -195,6 +202,9 @@ func RejectText(status int) string {
 	}
 	return RejectReason(status).String()
 }
+
+// Unwrap returns the event's Err, if any (cm.ErrNoSA, cm.ErrNoPath).
+func (e *ErrEvent) Unwrap() error { return e.Event.Err }
 
 // Is makes errors.Is(err, ErrRejected) and friends work.
 func (e *ErrEvent) Is(target error) bool {

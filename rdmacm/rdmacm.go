@@ -240,6 +240,7 @@ type ID struct {
 	ackTO     uint8               // SetACKTimeout: the local ACK timeout of its QP
 	ackTOSet  bool
 	alt       *cm.Path // SetAltPath: the alternate path of the connection it initiates
+	route     *cm.Path // InfiniBand: the SA's path to dst (ResolveRoute, ib.go)
 	// LoadAltPath in progress: where its result goes, and the path and
 	// ACK timeout it proposed.
 	lapDone    chan error
@@ -406,7 +407,9 @@ func (id *ID) resolveAddr(src netip.Addr, dst netip.AddrPort) *Event {
 		e, sgid = id.dev, id.sgid
 		src = id.src.Addr()
 	default:
-		e, sgid, src = id.s.selectSource(d)
+		if e, sgid, src = id.s.selectIB(d); e == nil { // ib.go
+			e, sgid, src = id.s.selectSource(d)
+		}
 	}
 	if e == nil {
 		return &Event{Type: EventAddrError, Status: StatusAddrNotAvail}
@@ -431,6 +434,17 @@ func (id *ID) resolveAddr(src netip.Addr, dst netip.AddrPort) *Event {
 // the default hop limit. EventRouteResolved follows.
 func (id *ID) ResolveRoute(ctx context.Context) error {
 	id.mu.Lock()
+	if e := id.dev; id.state == idAddrResolved && e != nil && e.isIB() {
+		sgid, dst := id.sgid, id.dst.Addr()
+		id.mu.Unlock()
+		if !id.sync {
+			go func() { id.post(id.resolveIBRoute(ctx, e, sgid, dst)) }()
+			return nil
+		}
+		id.post(id.resolveIBRoute(ctx, e, sgid, dst))
+		_, err := id.waitFor(ctx, EventRouteResolved)
+		return err
+	}
 	ev := &Event{Type: EventRouteResolved}
 	if id.state != idAddrResolved {
 		ev = &Event{Type: EventRouteError, Status: StatusInvalid}
@@ -452,6 +466,13 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 // Its traffic class is the ID's type of service (SetTOS), which the REQ
 // carries too.
 func (id *ID) pathLocked() cm.Path {
+	if id.route != nil {
+		p := *id.route
+		if id.tos != 0 {
+			p.TrafficClass = id.tos
+		}
+		return p
+	}
 	return cm.Path{SGIDIndex: id.sgid, DGID: wire.GIDFromAddr(id.dst.Addr()), HopLimit: 64,
 		FlowLabel: mad.RoCEFlowLabel(id.src.Port(), id.dst.Port()), TrafficClass: id.tos}
 }
