@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
@@ -241,6 +242,50 @@ func TestToolsIB(t *testing.T) {
 			t.Logf("client: %s", lastLine(cout))
 		})
 	}
+
+	// -g 0: the GID exchanged and a GRH on every packet (UD's -c checks
+	// the GRH's source is the peer's GID).
+	for _, typ := range []string{"rc", "ud"} {
+		t.Run("pingpong GRH "+typ, func(t *testing.T) {
+			gid := func(node string) string {
+				var g [16]byte
+				g[0], g[1] = 0xfe, 0x80
+				pg := n.f.NodeByName(node).PortGUID(1)
+				for i := range 8 {
+					g[8+i] = byte(pg >> (56 - 8*i))
+				}
+				return netip.AddrFrom16(g).String()
+			}
+			common := []string{"--type", typ, "-p", freeTCPPort(t), "-n", "50", "-c", "-g", "0", "--timeout", "10s"}
+			sout, cout := runIBPair(t, runPingpong, append(ib("Hca2"), common...), append(append(ib("Hca1"), common...), "127.0.0.1"))
+			for _, c := range []struct{ out, mine, peer string }{{sout, gid("Hca2"), gid("Hca1")}, {cout, gid("Hca1"), gid("Hca2")}} {
+				if !strings.Contains(c.out, "GID "+c.mine+"\n") || !strings.Contains(c.out, "GID "+c.peer+"\n") {
+					t.Errorf("GIDs %s (local) and %s (remote) not exchanged:\n%s", c.mine, c.peer, c.out)
+				}
+			}
+		})
+	}
+	t.Run("pingpong GRH on one side", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		tcp := freeTCPPort(t)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- runPingpong(ctx, append(ib("Hca2"), "-p", tcp, "-n", "5", "--timeout", "5s"), io.Discard)
+		}()
+		var cerr error
+		for range 200 {
+			cerr = runPingpong(ctx, append(ib("Hca1"), "-p", tcp, "-n", "5", "-g", "0", "--timeout", "5s", "127.0.0.1"), io.Discard)
+			if cerr == nil || !strings.Contains(cerr.Error(), "connection refused") {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		serr := <-errc
+		if !errors.Is(serr, tool.ErrUsage) || !strings.Contains(serr.Error(), "run this side with -g too") {
+			t.Errorf("server without -g, client with: server %v, client %v", serr, cerr)
+		}
+	})
 
 	for _, test := range []string{"write_bw", "read_lat"} {
 		t.Run("perf "+test, func(t *testing.T) {

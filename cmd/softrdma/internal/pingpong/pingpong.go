@@ -172,6 +172,7 @@ type run struct {
 	mine []Dest
 	rem  []Dest
 	mtu  verbs.MTU
+	grh  bool // packets carry a GRH (always on RoCE)
 }
 
 // Run runs one ping-pong on dev and prints the C tools' lines to cfg.Out.
@@ -435,6 +436,7 @@ func (r *run) connect(rem []Dest) error {
 		if err != nil {
 			return err
 		}
+		r.grh = global
 		if r.dev.IsIB() {
 			if d.LID == 0 {
 				return fmt.Errorf("%w: remote QP 0x%06x has LID 0: the peer's port has no LID (is it on the fabric?)", ErrExchange, d.QPN)
@@ -627,8 +629,11 @@ func (r *run) validate(s int, wc verbs.WC, qi, iter int) error {
 	want := cfg.Size
 	if cfg.Type == UD {
 		want += GRHLen
+		if got := wc.Flags&verbs.WCGRH != 0; r.dev.IsIB() && got != r.grh {
+			return fmt.Errorf("%w: message %d: GRH present %v, want %v", ErrData, iter, got, r.grh)
+		}
 		switch {
-		case wc.Flags&verbs.WCGRH != 0 || !r.dev.IsIB():
+		case r.grh:
 			if src := grhSource(b[:GRHLen]); src != r.rem[qi].GID.Addr() {
 				return fmt.Errorf("%w: message %d: GRH source %v, want the peer's GID %v", ErrData, iter, src, r.rem[qi].GID)
 			}
