@@ -243,6 +243,16 @@ func TestToolsIB(t *testing.T) {
 		})
 	}
 
+	// A message small enough to go inline if the QP allowed it: as the C
+	// tools, inline only up to the QP's max_inline_data (here 0).
+	t.Run("pingpong rc 64 bytes", func(t *testing.T) {
+		common := []string{"-p", freeTCPPort(t), "-n", "50", "-s", "64", "-c", "--timeout", "10s"}
+		_, cout := runIBPair(t, runPingpong, append(ib("Hca2"), common...), append(append(ib("Hca1"), common...), "127.0.0.1"))
+		if !strings.Contains(cout, "6400 bytes in ") {
+			t.Errorf("client:\n%s", cout)
+		}
+	})
+
 	// -g 0: the GID exchanged and a GRH on every packet (UD's -c checks
 	// the GRH's source is the peer's GID).
 	for _, typ := range []string{"rc", "ud"} {

@@ -173,6 +173,9 @@ type run struct {
 	rem  []Dest
 	mtu  verbs.MTU
 	grh  bool // packets carry a GRH (always on RoCE)
+	// inline is the QPs' max_inline_data: messages up to it are sent
+	// inline.
+	inline int
 }
 
 // Run runs one ping-pong on dev and prints the C tools' lines to cfg.Out.
@@ -276,6 +279,10 @@ func (r *run) setup() error {
 			return err
 		}
 		r.qps = append(r.qps, qp)
+		// As the C tools: inline when the QP's max_inline_data (as
+		// created, here what was asked: none) holds the message.
+		_, ia := qp.Query()
+		r.inline = ia.Cap.MaxInlineData
 		attr := verbs.QPAttr{State: verbs.StateInit, PKeyIndex: 0, PortNum: 1}
 		mask := verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort
 		if cfg.Type == UD {
@@ -356,7 +363,7 @@ func (r *run) postRecv(n int) int {
 func (r *run) postSend(i int) error {
 	wr := verbs.SendWR{ID: sendWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 		SGL: []verbs.SGE{r.smr.SGE(0, r.cfg.Size)}}
-	if r.cfg.Size <= verbs.MaxInline {
+	if r.cfg.Size <= r.inline {
 		wr.Flags |= verbs.SendInline
 	}
 	if r.cfg.Type == UD {
