@@ -130,7 +130,7 @@ func runIBPair(t *testing.T, run func(context.Context, []string, io.Writer) erro
 	go func() { errc <- run(ctx, sargs, &sb) }()
 	var cb bytes.Buffer
 	var cerr error
-	for range 200 { // until the server listens
+	for range 500 { // until the server listens (10 s: slow under -race on a loaded machine)
 		cb.Reset()
 		cerr = run(ctx, cargs, &cb)
 		if cerr == nil || !strings.Contains(cerr.Error(), "connection refused") {
