@@ -158,6 +158,11 @@ func runIBPair(t *testing.T, run func(context.Context, []string, io.Writer) erro
 func TestToolsIB(t *testing.T) {
 	n := serveIB(t)
 	ib := func(node string) []string { return []string{"--fabric", n.addr, "--hca", node} }
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("fabric data plane: %+v", n.f.DataStats())
+		}
+	})
 
 	// No SM yet: the ports are not ACTIVE.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -216,7 +221,10 @@ func TestToolsIB(t *testing.T) {
 			if typ == "ud" {
 				size = 2048 // one packet (the port's MTU)
 			}
-			const iters = 200
+			iters := 200
+			if raceEnabled {
+				iters = 50
+			}
 			x0, r0, _, _ := n.interSwitch(t)
 			tcp := freeTCPPort(t)
 			common := []string{"--type", typ, "-p", tcp, "-n", strconv.Itoa(iters), "-s", strconv.Itoa(size), "-c", "-l", "1", "--timeout", "10s"}
@@ -236,7 +244,7 @@ func TestToolsIB(t *testing.T) {
 			}
 			// Each side sends iters messages: both directions cross.
 			x1, r1, _, _ := n.interSwitch(t)
-			if min(x1-x0, r1-r0)*4 < iters*uint64(size) {
+			if min(x1-x0, r1-r0)*4 < uint64(iters*size) {
 				t.Errorf("Switch1's links to Switch2 moved %d bytes out, %d in; %d sent each way", (x1-x0)*4, (r1-r0)*4, iters*size)
 			}
 			t.Logf("client: %s", lastLine(cout))
