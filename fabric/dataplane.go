@@ -56,10 +56,13 @@ type DataStats struct {
 	// NoRoute: DLID 0, the permissive LID, no LFT or MFT entry, a port
 	// out of range, an empty multicast mask (PortRcvSwitchRelayErrors).
 	NoRoute uint64
-	// ToSwitch: a packet for a switch's own LID, which the data plane does
-	// not carry to its agents (management goes through Attach)
-	// (PortRcvSwitchRelayErrors).
+	// ToSwitch: a packet for a switch's own LID that is not for its
+	// agents (PortRcvSwitchRelayErrors).
 	ToSwitch uint64
+	// SwitchAgents: requests for a switch's own LID its agents answered
+	// on the data plane, as a real switch's port 0 does: LID-routed SMPs
+	// to QP0 (SMA), PerfMgt MADs to QP1 (PMA).
+	SwitchAgents uint64
 	// Inactive: the output link is down or an end of it not ACTIVE (VL15
 	// needs only the link up) (PortXmitDiscards).
 	Inactive uint64
@@ -75,9 +78,9 @@ type DataStats struct {
 }
 
 type dataStats struct {
-	injected, forwarded, delivered                         atomic.Uint64
-	malformed, badVL15, noRoute, toSwitch, inactive, badSL atomic.Uint64
-	pkey, noHCA                                            atomic.Uint64
+	injected, forwarded, delivered                                       atomic.Uint64
+	malformed, badVL15, noRoute, toSwitch, inactive, badSL, switchAgents atomic.Uint64
+	pkey, noHCA                                                          atomic.Uint64
 }
 
 // dataPlane is the running data plane of a fabric.
@@ -486,16 +489,19 @@ func (dp *dataPlane) route(in *nodePort, d vl.Delivery, good bool, out []hop) []
 			return noRoute(&st.noRoute)
 		}
 	default:
-		if sw.ports[0].lidRange(dlid) {
-			return noRoute(&st.toSwitch)
-		}
 		num := mad.LinearFTNoRoute
 		if dlid <= sw.sw.info.LinearFDBTop {
 			num = int(sw.sw.lft[dlid])
 		}
-		switch {
-		case num == 0:
+		if num == 0 || sw.ports[0].lidRange(dlid) {
+			// For the switch itself: its agents answer management
+			// packets (switchagent.go); anything else is dropped.
+			if o, ok := dp.switchAgents(in, pkt, onVL15, out); ok {
+				return o
+			}
 			return noRoute(&st.toSwitch)
+		}
+		switch {
 		case num == mad.LinearFTNoRoute || num >= len(sw.ports):
 			return noRoute(&st.noRoute)
 		}
@@ -642,7 +648,7 @@ func (f *Fabric) DataStats() DataStats {
 	return DataStats{
 		Injected: s.injected.Load(), Forwarded: s.forwarded.Load(), Delivered: s.delivered.Load(),
 		Malformed: s.malformed.Load(), BadVL15: s.badVL15.Load(), NoRoute: s.noRoute.Load(),
-		ToSwitch: s.toSwitch.Load(), Inactive: s.inactive.Load(), BadSL: s.badSL.Load(),
+		ToSwitch: s.toSwitch.Load(), SwitchAgents: s.switchAgents.Load(), Inactive: s.inactive.Load(), BadSL: s.badSL.Load(),
 		PKey: s.pkey.Load(), NoHCA: s.noHCA.Load(),
 	}
 }

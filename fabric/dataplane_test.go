@@ -858,6 +858,15 @@ func FuzzSwitchIngress(f *testing.F) {
 	f.Add(uint8(0), pkt(f, lid("Hca1"), lid("Hca2"), 0, 0, 0xFFFF, 1, 30))
 	f.Add(uint8(15), pkt(f, lid("Hca1"), lid("Hca3"), 0, 15, 0xFFFF, 1, 30))
 	f.Add(uint8(0), pkt(f, lid("Hca1"), 0xC001, 0, 0, 0xFFFF, 1, 30))
+	// Requests for Switch1's own agents (switchagent.go).
+	smp := make([]byte, mad.Size)
+	if _, err := mad.NewLIDRoutedSMP(smp, mad.MethodGet, mad.SMAttrPortInfo, 1, 1); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(uint8(15), mgmtPkt(f, lid("Hca1"), dn.switchLID("Switch1"), 0, 0, 0, smp))
+	perf := make([]byte, mad.Size)
+	perf[0], perf[1], perf[2], perf[3] = mad.BaseVersion, byte(mad.ClassPerf), 1, byte(mad.MethodGet)
+	f.Add(uint8(0), mgmtPkt(f, lid("Hca1"), dn.switchLID("Switch1"), 1, 1, mad.GSIQKey, perf))
 	in := fab.NodeByName("Switch1").port(1)
 	f.Fuzz(func(t *testing.T, v uint8, b []byte) {
 		v &= 15

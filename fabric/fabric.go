@@ -24,9 +24,12 @@ const (
 	pkeyCapCA       = 64     // P_Key table entries of a CA port and a switch's port 0
 	pkeyCapSwitch   = 32     // partition enforcement entries of a switch's external port
 	guidCap         = 8      // GUID table entries per port (one block)
-	maxHops         = 64     // a LID-routed packet crossing more switches is looping
-	queueLen        = 1024   // default Options.QueueLen
-	madWords        = (8 + 12 + 8 + mad.Size + 4) / 4
+	// nodeRevision is NodeInfo's Revision: nonzero as on hardware, and
+	// ibsim's value, so that both report the same NodeInfo.
+	nodeRevision = 0xa1
+	maxHops      = 64   // a LID-routed packet crossing more switches is looping
+	queueLen     = 1024 // default Options.QueueLen
+	madWords     = (8 + 12 + 8 + mad.Size + 4) / 4
 )
 
 // Options tune a fabric; nil means the defaults.
@@ -329,12 +332,17 @@ func (f *Fabric) newNode(tn *TopoNode) *Node {
 		}
 		switch {
 		case n.isSwitch() && i == 0:
+			p.pi.GUIDCap = 1 // a switch has one GUID, its port 0's
 			p.pi.LID, p.pi.LMC = tn.LID, tn.LMC
 			p.pi.PortState, p.pi.PortPhysicalState = mad.PortStateActive, mad.PhysStateLinkUp
 			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported |
 				mad.PortCapIsSystemImageGUIDSupported | mad.PortCapIsCapabilityMaskNotice
 			p.pkeys = make([]uint16, pkeyCapCA)
 		case n.isSwitch():
+			// An external port has no GUID table and no GID prefix of
+			// its own (the fields are reserved): 0, as switches and
+			// ibsim report them.
+			p.pi.GUIDCap, p.pi.GIDPrefix = 0, 0
 			p.pkeys = make([]uint16, pkeyCapSwitch)
 		default:
 			p.pi.CapabilityMask = mad.PortCapIsTrapSupported | mad.PortCapIsSLMappingSupported |

@@ -61,7 +61,7 @@ func (f *Fabric) smaAttr(in *nodePort, method mad.Method, attr mad.AttributeID, 
 		ni := mad.NodeInfo{
 			BaseVersion: 1, ClassVersion: 1, NodeType: n.typ, NumPorts: uint8(n.NumPorts()),
 			SystemImageGUID: n.sysGUID, NodeGUID: n.guid, PortGUID: in.guid,
-			PartitionCap: pkeyCapCA, DeviceID: n.device, LocalPortNum: uint8(in.num), VendorID: n.vendor,
+			PartitionCap: pkeyCapCA, DeviceID: n.device, Revision: nodeRevision, LocalPortNum: uint8(in.num), VendorID: n.vendor,
 		}
 		clear(data)
 		ni.Encode(data)
@@ -120,7 +120,9 @@ func (f *Fabric) smaAttr(in *nodePort, method mad.Method, attr mad.AttributeID, 
 			if err != nil {
 				return mad.StatusInvalidAttrOrModify
 			}
-			copy(p.guids[1:], g.GUID[1:]) // entry 0 is the port GUID, read-only
+			// Entry 0 is the port GUID, read-only; entries past GUIDCap
+			// do not exist.
+			copy(p.guids[1:max(int(p.pi.GUIDCap), 1)], g.GUID[1:])
 		}
 		g := mad.GUIDInfo{GUID: p.guids}
 		g.Encode(data)

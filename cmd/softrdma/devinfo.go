@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/link"
@@ -87,8 +89,12 @@ func runDevinfo(ctx context.Context, args []string, out io.Writer) error {
 		fs.BoolVar(&verbose, n, false, "print all the attributes of the device(s), with the GID table")
 	}
 	fs.StringVar(&bind, "bind", "", "describe a device on these comma-separated `addresses` (softrdma extension)")
+	var tf tool.Flags
+	tf.RegisterIB(fs)
 	fs.Usage = usageFunc(fs, "devinfo [flags]", "Prints the attributes of softrdma devices, as ibv_devinfo does. A device is the IP addresses\n"+
-		"of one interface; nothing is bound to describe it.")
+		"of one interface; nothing is bound to describe it. With --hca, the device on that CA port of an\n"+
+		"InfiniBand fabric: link layer InfiniBand, the LID, SM LID and port state the subnet manager set\n"+
+		"(the port is attached while it is described, so not while another process has it).")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -98,6 +104,19 @@ func runDevinfo(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if port != 0 && port != 1 {
 		return fmt.Errorf("invalid port %d requested for device: softrdma devices have port 1", port)
+	}
+	if tf.IsIB() {
+		if bind != "" {
+			return fmt.Errorf("%w: --bind and --hca exclude each other", tool.ErrUsage)
+		}
+		tf.Dev, tf.BusyPoll = dev, true
+		return withIBDevice(ctx, &tf, func(d *tool.Device) error {
+			if list {
+				fmt.Fprintf(out, "1 HCA found:\n\t%s\n", d.Name())
+				return nil
+			}
+			return describeDevice(out, d.Name(), d.Device, true, verbose)
+		})
 	}
 	devs, err := infoDevices(dev, bind)
 	if err != nil {
@@ -116,6 +135,19 @@ func runDevinfo(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// withIBDevice attaches the InfiniBand port tf's --hca names, calls f
+// with the device on it and detaches.
+func withIBDevice(ctx context.Context, tf *tool.Flags, f func(d *tool.Device) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // bounds the attach only
+	defer cancel()
+	d, err := tf.OpenIB(ctx, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return f(d)
 }
 
 // describe prints one device. It opens the device on an in-process link

@@ -26,7 +26,10 @@ func runIBStat(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&short, "s", false, "print short device information")
 	var bind string
 	fs.StringVar(&bind, "bind", "", "describe a device on these comma-separated `addresses` (softrdma extension)")
-	fs.Usage = usageFunc(fs, "ibstat [flags] [CA_name] [portnum]", "Prints the state of the local softrdma devices' ports, as infiniband-diags' ibstat does.")
+	var tf tool.Flags
+	tf.RegisterIB(fs)
+	fs.Usage = usageFunc(fs, "ibstat [flags] [CA_name] [portnum]", "Prints the state of the local softrdma devices' ports, as infiniband-diags' ibstat does.\n"+
+		"With --hca, the device on that CA port of an InfiniBand fabric (attached while it is described).")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -42,6 +45,23 @@ func runIBStat(ctx context.Context, args []string, out io.Writer) error {
 		if n, err := strconv.Atoi(pos[1]); err != nil || n != 1 {
 			return fmt.Errorf("invalid port %q: softrdma devices have port 1", pos[1])
 		}
+	}
+	if tf.IsIB() {
+		if bind != "" {
+			return fmt.Errorf("%w: --bind and --hca exclude each other", tool.ErrUsage)
+		}
+		tf.Dev, tf.BusyPoll = name, true
+		return withIBDevice(ctx, &tf, func(d *tool.Device) error {
+			switch {
+			case list:
+				fmt.Fprintln(out, d.Name())
+			case guids:
+				fmt.Fprintf(out, "0x%016x\n", portGUID(d.Device))
+			default:
+				return writeIBStat(out, d.Name(), d.Device, true, short)
+			}
+			return nil
+		})
 	}
 	devs, err := infoDevices(name, bind)
 	if err != nil {

@@ -77,6 +77,7 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("perf "+name, flag.ContinueOnError)
 	var tf tool.Flags
 	tf.Register(fs)
+	tf.RegisterIB(fs)
 	for _, n := range []string{"x", "gid-index"} {
 		fs.IntVar(&tf.GIDIdx, n, -1, "GID `index` (same as -g)")
 	}
@@ -106,6 +107,8 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	intFlag(&cfg.CQMod, 0, "a completion every `N` messages (bw; default 100, 1 above 8 KiB)", "Q", "cq-mod")
 	intFlag(&cfg.Port, perftest.DefaultPort, "TCP `port` of the out-of-band exchange (rdma_cm port with -R)", "p", "port")
 	var timeout int
+	var sl int
+	intFlag(&sl, 0, "service `level` of the QPs' paths (InfiniBand ports, --hca)", "S", "sl")
 	intFlag(&timeout, 14, "QP local ACK timeout `exponent` (4.096 us * 2^N)", "u", "qp-timeout")
 	boolFlag(&cfg.IgnoreCPUFreq, "ignore CPU frequency warnings (accepted for perftest compatibility)", "F", "CPU-freq")
 	boolFlag(&cfg.Duplex, "bidirectional: both sides post and each reports the sum (write_bw, read_bw, atomic_bw)", "b", "bidirectional")
@@ -122,7 +125,9 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 	showProgress := fs.Bool("progress", true, "with -a or -D, show a progress line on stderr when it is a terminal (softrdma extension)")
 	stats := fs.Bool("stats", false, "after the run, report the link's packets and system calls and the CPU time used (softrdma extension)")
 	verbose := fs.Bool("v", false, "log the device's debug messages to stderr (warnings are always logged)")
-	fs.Usage = usageFunc(fs, "perf TEST [flags]            (server)\nperf TEST [flags] SERVER     (client)", perfTests())
+	fs.Usage = usageFunc(fs, "perf TEST [flags]            (server)\nperf TEST [flags] SERVER     (client)", perfTests()+
+		"\nOn an InfiniBand port (--hca NODE[:PORT] of the fabric at --fabric) the sides exchange LIDs and\n"+
+		"address each other by LID and SL (-S), as perftest does on an HCA; -x adds a GRH.")
 	pos, err := parseFlags(fs, args[1:], out)
 	if err != nil {
 		return err
@@ -144,6 +149,10 @@ func runPerf(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%w: QP timeout %d (1..31)", perftest.ErrUsage, timeout)
 	}
 	cfg.Timeout = uint8(timeout)
+	if sl < 0 || sl > 15 {
+		return fmt.Errorf("%w: SL %d (0..15)", perftest.ErrUsage, sl)
+	}
+	cfg.SL = uint8(sl)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["A"] && test.Verb != perftest.Atomic {

@@ -37,6 +37,7 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
 	var tf tool.Flags
 	tf.Register(fs)
+	tf.RegisterIB(fs)
 	typ := fs.String("type", "rc", "transport: `rc`, uc, ud or srq (as ibv_rc/uc/ud/srq_pingpong)")
 	var cfg pingpong.Config
 	var odp bool
@@ -76,7 +77,9 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "give up after this long without a client (server) or a completion, e.g. 10s (softrdma extension; default: wait forever)")
 	fs.Usage = usageFunc(fs, "pingpong [flags]          (server: wait for a client)\npingpong [flags] HOST     (client: connect to the server on HOST)",
 		"The rdma-core pingpong tests (ibv_rc/uc/ud/srq_pingpong) with their TCP exchange, defaults and output.\n"+
-			"Both sides must agree on the flags that shape the test (--type, -s, -n, -c, ...).")
+			"Both sides must agree on the flags that shape the test (--type, -s, -n, -c, ...).\n"+
+			"On an InfiniBand port (--hca NODE[:PORT] of the fabric at --fabric) the sides exchange LIDs and\n"+
+			"address each other by LID and SL (-l), as the C tools do on an HCA; -g adds a GRH.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -105,6 +108,9 @@ func runPingpong(ctx context.Context, args []string, out io.Writer) error {
 		if cfg.Type == pingpong.UD {
 			cfg.Size = pingpong.DefaultUDSize
 		}
+	}
+	if cfg.SL < 0 || cfg.SL > 15 {
+		return fmt.Errorf("%w: SL %d (0..15)", tool.ErrUsage, cfg.SL)
 	}
 	cfg.Out = out
 	dev, err := tf.Open(ctx, cfg.Host, toolLogger())

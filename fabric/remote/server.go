@@ -497,9 +497,15 @@ loop:
 		}
 	}
 	close(ss.done)
+	if detached {
+		// Release the port before the client sees the connection end
+		// (its Close waits for that): a client attaching right after
+		// finds it free. Writes to the client still go through.
+		ss.hca.Close()
+	}
 	ss.conn.Close()
 	kw.Wait()
-	ss.hca.Close()
+	ss.hca.Close() // a second Close (after a detach) does nothing
 	if errors.Is(err, ErrBadFrame) {
 		s.badFrames.Add(1)
 	}

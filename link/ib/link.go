@@ -32,6 +32,12 @@ type Link struct {
 	h       link.Handler
 	started atomic.Bool
 	closed  atomic.Bool
+	// recvMu is held (shared) by each receive call; Close takes it to
+	// wait for the calls in progress, so that what their handler sends
+	// (the ACK of a packet whose completion the application just saw, and
+	// after which it closes) still goes out before the port closes.
+	recvMu  sync.RWMutex
+	closing atomic.Bool
 }
 
 // New returns a link over p. The link owns p and closes it on Close.
@@ -242,6 +248,11 @@ func (l *Link) Start(h link.Handler) error {
 
 // recv checks a batch from the port and hands what passes to the handler.
 func (l *Link) recv(pkts [][]byte) {
+	l.recvMu.RLock()
+	defer l.recvMu.RUnlock()
+	if l.closing.Load() {
+		return
+	}
 	l.cnt.RxCalls.Add(1)
 	a := l.attr.Load()
 	op := recvPool.Get().(*[64]*link.Packet)
@@ -369,11 +380,19 @@ func pkeyInTable(k wire.PKey, table []uint16) bool {
 	return false
 }
 
-// Close stops the link and closes its port.
+// Close stops the link and closes its port. It waits for the receive calls
+// in progress, so that what their handler sends still goes out before the
+// port closes (a handler must not call Close).
 func (l *Link) Close() error {
-	if l.closed.Swap(true) {
+	if l.closing.Swap(true) {
 		return ErrClosed
 	}
+	// Receive calls in progress end first, their handler's sends with
+	// them; later ones deliver nothing. Then Send fails and the port
+	// closes.
+	l.recvMu.Lock()
+	l.closed.Store(true)
+	l.recvMu.Unlock()
 	l.port.NotifyAttr(nil)
 	return l.port.Close()
 }

@@ -8,14 +8,13 @@ import (
 	"fmt"
 
 	"github.com/softrdma/softrdma/verbs"
-	"github.com/softrdma/softrdma/wire"
 )
 
 // connectUC moves a UC QP to RTR and RTS towards r (ctx_modify_qp_to_rtr
 // and _rts for UC: path, destination QP and PSNs only).
 func (s *side) connectUC(qp *verbs.QP, r, my *Dest) error {
 	err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, PathMTU: s.mtu, DestQPN: r.QPN, RQPSN: r.PSN,
-		AH: verbs.AHAttr{DGID: wire.GID(r.GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1}},
+		AH: s.ah(r)},
 		verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN)
 	if err != nil {
 		return fmt.Errorf("QP %#x to RTR: %w", qp.QPN(), err)
@@ -42,7 +41,7 @@ func (s *side) connectUD() error {
 		if err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: s.my[i].PSN}, verbs.AttrState|verbs.AttrSQPSN); err != nil {
 			return fmt.Errorf("QP %#x to RTS: %w", qp.QPN(), err)
 		}
-		ah, err := s.pd.CreateAH(verbs.AHAttr{DGID: wire.GID(s.rem[i].GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1})
+		ah, err := s.pd.CreateAH(s.ah(&s.rem[i]))
 		if err != nil {
 			return fmt.Errorf("failed to create AH: %w", err)
 		}

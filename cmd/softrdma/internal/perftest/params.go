@@ -191,6 +191,9 @@ type Config struct {
 	Atomic   AtomicType
 	IBPort   int
 	Timeout  uint8 // QP timeout exponent (-u)
+	// SL is -S/--sl: the service level of the QPs' paths (InfiniBand;
+	// RoCE ignores it).
+	SL uint8
 	// IgnoreCPUFreq is -F: accepted for compatibility (softrdma measures with
 	// the monotonic clock, so there is no cpufreq warning to ignore).
 	IgnoreCPUFreq bool

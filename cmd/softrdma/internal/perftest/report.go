@@ -40,7 +40,7 @@ func (c *Config) bwHeader() string {
 }
 
 // testInfo is ctx_print_test_info.
-func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads int) {
+func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads int, ib bool) {
 	var b strings.Builder
 	b.WriteString(ResultLine)
 	b.WriteString("                    ")
@@ -78,8 +78,14 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 		fmt.Fprintf(&b, " CQ Moderation   : %d\n", c.CQMod)
 	}
 	fmt.Fprintf(&b, " Mtu             : %d[B]\n", mtuBytes)
-	fmt.Fprintf(&b, " Link type       : Ethernet\n")
-	fmt.Fprintf(&b, " GID index       : %d\n", gidIndex)
+	if ib {
+		fmt.Fprintf(&b, " Link type       : IB\n")
+	} else {
+		fmt.Fprintf(&b, " Link type       : Ethernet\n")
+	}
+	if gidIndex >= 0 {
+		fmt.Fprintf(&b, " GID index       : %d\n", gidIndex)
+	}
 	if c.Test.Verb != Read && c.Test.Verb != Atomic {
 		fmt.Fprintf(&b, " Max inline data : %d[B]\n", c.Inline)
 	} else {
@@ -103,7 +109,7 @@ func testInfo(w io.Writer, c *Config, dev string, mtuBytes, gidIndex, outReads i
 }
 
 // printDest is ctx_print_pingpong_data.
-func printDest(w io.Writer, side string, v Verb, d *Dest) {
+func printDest(w io.Writer, side string, v Verb, d *Dest, noGID bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, chex(uint64(d.LID), 4), chex(uint64(d.QPN), 6), chex(uint64(d.PSN), 6))
 	if v == Read {
@@ -112,12 +118,14 @@ func printDest(w io.Writer, side string, v Verb, d *Dest) {
 	if v == Read || v == Write {
 		fmt.Fprintf(&b, " RKey %s VAddr %s", chex(uint64(d.RKey), 8), chex(d.VAddr, 16))
 	}
-	b.WriteString("\n GID: ")
-	for i, g := range d.GID {
-		if i > 0 {
-			b.WriteByte(':')
+	if !noGID { // perftest prints no GID of an InfiniBand port without -x
+		b.WriteString("\n GID: ")
+		for i, g := range d.GID {
+			if i > 0 {
+				b.WriteByte(':')
+			}
+			fmt.Fprintf(&b, "%02d", g)
 		}
-		fmt.Fprintf(&b, "%02d", g)
 	}
 	b.WriteByte('\n')
 	io.WriteString(w, b.String())

@@ -68,6 +68,8 @@ type side struct {
 
 	gidIndex  int
 	gid       wire.GID
+	ib        bool   // the port is InfiniBand: LID addressing, GRH only with -x
+	lid       uint16 // the port's LID
 	mtu       verbs.MTU
 	cycle     int // cycle buffer (page size, the larger of both sides)
 	cacheLine int
@@ -168,7 +170,7 @@ func (s *side) run(ctx context.Context) error {
 	} else if err := s.createQPs(); err != nil {
 		return err
 	}
-	testInfo(s.info(), c, s.dev.Name(), s.mtu.Bytes(), s.gidIndex, s.outReads)
+	testInfo(s.info(), c, s.dev.Name(), s.mtu.Bytes(), s.gidIndex, s.outReads, s.ib)
 	err = s.sequence(ctx)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -179,8 +181,31 @@ func (s *side) run(ctx context.Context) error {
 // pickGIDAndMTU applies -x and -m against the device.
 func (s *side) pickGIDAndMTU() error {
 	c := s.cfg
-	gids := s.dev.GIDs()
+	port, err := s.dev.QueryPort(1)
+	if err != nil {
+		return err
+	}
+	s.ib, s.lid = port.LinkLayer == verbs.LinkLayerInfiniBand, port.LID
+	if s.ib && c.RDMACM {
+		return fmt.Errorf("%w: -R (rdma_cm) on an InfiniBand port: softrdma's rdma_cm resolves IP addresses, which RoCE ports have", ErrUsage)
+	}
+	s.mtu = port.ActiveMTU
+	if c.MTU != 0 {
+		m := verbs.MTUFromBytes(c.MTU)
+		if m > port.ActiveMTU {
+			fmt.Fprintf(c.Out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", port.ActiveMTU)
+			m = port.ActiveMTU
+		}
+		s.mtu = m
+	}
 	s.gidIndex = c.GIDIndex
+	if s.ib && s.gidIndex < 0 {
+		// perftest on an InfiniBand port: no GID without -x, packets
+		// routed by LID alone.
+		s.gidIndex = -1
+		return nil
+	}
+	gids := s.dev.GIDs()
 	if s.gidIndex < 0 {
 		s.gidIndex = 0
 		for i, g := range gids {
@@ -195,20 +220,15 @@ func (s *side) pickGIDAndMTU() error {
 		return fmt.Errorf("%w: GID index %d: %v", ErrUsage, s.gidIndex, err)
 	}
 	s.gid = g
-	port, err := s.dev.QueryPort(1)
-	if err != nil {
-		return err
-	}
-	s.mtu = port.ActiveMTU
-	if c.MTU != 0 {
-		m := verbs.MTUFromBytes(c.MTU)
-		if m > port.ActiveMTU {
-			fmt.Fprintf(c.Out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", port.ActiveMTU)
-			m = port.ActiveMTU
-		}
-		s.mtu = m
-	}
 	return nil
+}
+
+// ah is the address vector towards r (ctx_modify_qp_to_rtr): on an
+// InfiniBand port the peer's LID and -S's SL, with a GRH only when -x gave
+// a GID index; on RoCE always the GRH.
+func (s *side) ah(r *Dest) verbs.AHAttr {
+	return verbs.AHAttr{DGID: wire.GID(r.GID), SGIDIndex: max(s.gidIndex, 0), HopLimit: 0xff, PortNum: 1,
+		DLID: r.LID, SL: s.cfg.SL, IsGlobal: s.gidIndex >= 0}
 }
 
 func inc(size, cacheLine int) int {
@@ -308,7 +328,7 @@ func (s *side) fillDests() {
 		_, _ = rand.Read(rnd[:])
 		s.my = append(s.my, Dest{
 			OutReads: uint32(s.outReads), QPN: qp.QPN(), PSN: wire.PSN(binary.BigEndian.Uint32(rnd[:]) & 0xffffff),
-			RKey: s.mr.RKey(), VAddr: s.mr.Addr() + uint64((s.cfg.NumQPs+i)*s.buffSize), GID: s.gid,
+			RKey: s.mr.RKey(), VAddr: s.mr.Addr() + uint64((s.cfg.NumQPs+i)*s.buffSize), GID: s.gid, LID: s.lid,
 		})
 	}
 	s.rem = make([]Dest, len(s.qps))
@@ -345,8 +365,8 @@ func (s *side) exchangeKeys() error {
 		}
 		s.rem[i] = d
 	}
-	if s.cfg.RDMACM {
-		return nil // perftest checks GID types only without rdma_cm
+	if s.cfg.RDMACM || s.ib {
+		return nil // perftest checks GID types only of RoCE without rdma_cm
 	}
 	first, peer := wire.GID(s.my[0].GID).Addr().Is4(), wire.GID(s.rem[0].GID).Addr().Is4()
 	if first != peer {
@@ -364,14 +384,14 @@ func (s *side) printKeys() error {
 		verb = Send // perftest prints the lines of its exchange QP's verb: no keys
 	}
 	for i := range s.my {
-		printDest(s.info(), "local", verb, &s.my[i])
+		printDest(s.info(), "local", verb, &s.my[i], s.ib && s.gidIndex < 0)
 	}
 	for i := range s.my {
 		d, err := s.conn.ExchangeDest(&s.my[i])
 		if err != nil {
 			return err
 		}
-		printDest(s.info(), "remote", verb, &d)
+		printDest(s.info(), "remote", verb, &d, s.ib && s.gidIndex < 0)
 	}
 	return nil
 }
@@ -395,7 +415,7 @@ func (s *side) connect() error {
 			continue
 		}
 		err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTR, PathMTU: s.mtu, DestQPN: r.QPN, RQPSN: r.PSN,
-			AH:              verbs.AHAttr{DGID: wire.GID(r.GID), SGIDIndex: s.gidIndex, HopLimit: 0xff, PortNum: 1},
+			AH:              s.ah(r),
 			MaxDestRdAtomic: min(int(s.my[i].OutReads), verbs.MaxQPRdAtom), MinRNRTimer: 12},
 			verbs.AttrState|verbs.AttrAV|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMaxDestRdAtomic|verbs.AttrMinRNRTimer)
 		if err != nil {

@@ -172,6 +172,10 @@ type run struct {
 	mine []Dest
 	rem  []Dest
 	mtu  verbs.MTU
+	grh  bool // packets carry a GRH (always on RoCE)
+	// inline is the QPs' max_inline_data: messages up to it are sent
+	// inline.
+	inline int
 }
 
 // Run runs one ping-pong on dev and prints the C tools' lines to cfg.Out.
@@ -275,6 +279,10 @@ func (r *run) setup() error {
 			return err
 		}
 		r.qps = append(r.qps, qp)
+		// As the C tools: inline when the QP's max_inline_data (as
+		// created, here what was asked: none) holds the message.
+		_, ia := qp.Query()
+		r.inline = ia.Cap.MaxInlineData
 		attr := verbs.QPAttr{State: verbs.StateInit, PKeyIndex: 0, PortNum: 1}
 		mask := verbs.AttrState | verbs.AttrPKeyIndex | verbs.AttrPort
 		if cfg.Type == UD {
@@ -355,7 +363,7 @@ func (r *run) postRecv(n int) int {
 func (r *run) postSend(i int) error {
 	wr := verbs.SendWR{ID: sendWRID, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 		SGL: []verbs.SGE{r.smr.SGE(0, r.cfg.Size)}}
-	if r.cfg.Size <= verbs.MaxInline {
+	if r.cfg.Size <= r.inline {
 		wr.Flags |= verbs.SendInline
 	}
 	if r.cfg.Type == UD {
@@ -430,11 +438,19 @@ func (r *run) connect(rem []Dest) error {
 	cfg := &r.cfg
 	for i, d := range rem {
 		// The C tools route by GID only if its interface ID is not zero;
-		// RoCE needs a GID.
-		if binary.BigEndian.Uint64(d.GID[8:]) == 0 {
-			return fmt.Errorf("%w: remote QP 0x%06x has no GID (%v): run the peer with -g", ErrExchange, d.QPN, d.GID)
+		// RoCE needs a GID, an InfiniBand port routes by LID without.
+		global, err := r.dev.UseGRH(d.GID)
+		if err != nil {
+			return err
 		}
-		if dg, lg := d.GID.Addr(), r.dev.GID.Addr(); dg.Is4() != lg.Is4() {
+		r.grh = global
+		if r.dev.IsIB() {
+			if d.LID == 0 {
+				return fmt.Errorf("%w: remote QP 0x%06x has LID 0: the peer's port has no LID (is it on the fabric?)", ErrExchange, d.QPN)
+			}
+		} else if binary.BigEndian.Uint64(d.GID[8:]) == 0 {
+			return fmt.Errorf("%w: remote QP 0x%06x has no GID (%v): run the peer with -g", ErrExchange, d.QPN, d.GID)
+		} else if dg, lg := d.GID.Addr(), r.dev.GID.Addr(); dg.Is4() != lg.Is4() {
 			return fmt.Errorf("%w: remote GID %v and local GID %v (index %d) differ in IP version: choose -g to match", ErrExchange, d.GID, r.dev.GID, r.dev.GIDIndex)
 		}
 		qp := r.qps[i]
@@ -445,7 +461,8 @@ func (r *run) connect(rem []Dest) error {
 			if err := qp.Modify(&verbs.QPAttr{State: verbs.StateRTS, SQPSN: r.mine[i].PSN}, verbs.AttrState|verbs.AttrSQPSN); err != nil {
 				return fmt.Errorf("failed to modify QP to RTS: %w", err)
 			}
-			ah, err := r.pd.CreateAH(verbs.AHAttr{DGID: d.GID, SGIDIndex: r.dev.GIDIndex, HopLimit: 64, SL: uint8(cfg.SL), PortNum: 1})
+			ah, err := r.pd.CreateAH(verbs.AHAttr{DGID: d.GID, SGIDIndex: max(r.dev.GIDIndex, 0), HopLimit: 64, SL: uint8(cfg.SL),
+				DLID: d.LID, IsGlobal: global, PortNum: 1})
 			if err != nil {
 				return fmt.Errorf("failed to create AH: %w", err)
 			}
@@ -453,7 +470,8 @@ func (r *run) connect(rem []Dest) error {
 			continue
 		}
 		attr := verbs.QPAttr{State: verbs.StateRTR, PathMTU: r.mtu, DestQPN: d.QPN, RQPSN: d.PSN,
-			AH: verbs.AHAttr{DGID: d.GID, SGIDIndex: r.dev.GIDIndex, HopLimit: 1, SL: uint8(cfg.SL), DLID: d.LID, PortNum: 1}}
+			AH: verbs.AHAttr{DGID: d.GID, SGIDIndex: max(r.dev.GIDIndex, 0), HopLimit: 1, SL: uint8(cfg.SL), DLID: d.LID,
+				IsGlobal: global, PortNum: 1}}
 		mask := verbs.AttrState | verbs.AttrAV | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN
 		if qp.Type() == verbs.RC {
 			attr.MaxDestRdAtomic, attr.MinRNRTimer = 1, 12
@@ -618,8 +636,18 @@ func (r *run) validate(s int, wc verbs.WC, qi, iter int) error {
 	want := cfg.Size
 	if cfg.Type == UD {
 		want += GRHLen
-		if src := grhSource(b[:GRHLen]); src != r.rem[qi].GID.Addr() {
-			return fmt.Errorf("%w: message %d: GRH source %v, want the peer's GID %v", ErrData, iter, src, r.rem[qi].GID)
+		if got := wc.Flags&verbs.WCGRH != 0; r.dev.IsIB() && got != r.grh {
+			return fmt.Errorf("%w: message %d: GRH present %v, want %v", ErrData, iter, got, r.grh)
+		}
+		switch {
+		case r.grh:
+			if src := grhSource(b[:GRHLen]); src != r.rem[qi].GID.Addr() {
+				return fmt.Errorf("%w: message %d: GRH source %v, want the peer's GID %v", ErrData, iter, src, r.rem[qi].GID)
+			}
+		case wc.SLID != r.rem[qi].LID:
+			// No GRH on an InfiniBand port: the LRH's source LID names
+			// the sender.
+			return fmt.Errorf("%w: message %d: source LID %#x, want the peer's LID %#x", ErrData, iter, wc.SLID, r.rem[qi].LID)
 		}
 		b = b[GRHLen:]
 	}

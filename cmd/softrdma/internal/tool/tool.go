@@ -25,6 +25,16 @@
 // default (-1) picks one: the entry of the local address that routes to the
 // peer, or for a server the first IPv4 entry (else entry 0). rdma-core's
 // tools use no GID without -g, which RoCE cannot do; run them with -g.
+//
+// # InfiniBand ports
+//
+// --hca NODE[:PORT] (a softrdma extension, on the tools that register it
+// with RegisterIB) opens the device on that CA port of an InfiniBand fabric
+// served at --fabric ADDR (softrdma fabric -hca ADDR; 127.0.0.1:4792 by
+// default) instead of on UDP. The port's LID, SM LID and state are the
+// subnet manager's. As with rdma-core's tools on an InfiniBand HCA, no GID
+// is used without -g: the peers exchange LIDs and address each other by
+// DLID and SL alone; with -g N packets also carry a GRH from GID N.
 package tool
 
 import (
@@ -84,6 +94,11 @@ type Flags struct {
 	// Metrics is an address to serve the device's counters at for
 	// Prometheus (http://ADDR/metrics), --metrics.
 	Metrics string
+	// HCA is --hca NODE[:PORT]: a CA port of the fabric at Fabric to open
+	// the device on, instead of a RoCE link (see RegisterIB).
+	HCA string
+	// Fabric is --fabric: the address the fabric serves its CA ports at.
+	Fabric string
 }
 
 // RegisterLinkFlags defines --gso, --busy-poll and --metrics on fs.
@@ -117,7 +132,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 // Device is a device opened by Open, with the GID the tool uses.
 type Device struct {
 	*verbs.Device
-	// GIDIndex and GID are the chosen entry of the GID table.
+	// GIDIndex and GID are the chosen entry of the GID table; on an
+	// InfiniBand port without -g, -1 and the zero GID (no GRH).
 	GIDIndex int
 	GID      wire.GID
 	// Interface is the interface the device is on ("" with --bind).
@@ -126,6 +142,9 @@ type Device struct {
 	Pcap *pcap.Writer
 	// MetricsAddr is where --metrics serves the counters, or nil.
 	MetricsAddr net.Addr
+	// HCA is the fabric's CA port (NODE:PORT) of a device on an
+	// InfiniBand port, "" on RoCE.
+	HCA         string
 	stopMetrics func()
 }
 
@@ -139,9 +158,14 @@ func (d *Device) Close() error {
 
 // Open opens the device the flags select. peer is the peer host of a client
 // (a name or an address) or "" for a server. log receives the device's logs.
+// With --hca the device is on that InfiniBand port, which must be ACTIVE
+// (the error wraps ErrPortNotActive otherwise), and peer is not used.
 func (f *Flags) Open(ctx context.Context, peer string, log *slog.Logger) (*Device, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	if f.HCA != "" {
+		return f.openIBActive(ctx, log)
 	}
 	if f.IBPort != 1 {
 		return nil, fmt.Errorf("%w: port %d: softrdma devices have one port, 1", ErrUsage, f.IBPort)

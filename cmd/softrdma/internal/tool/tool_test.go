@@ -109,3 +109,31 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func itoa(n uint) string { return strconv.FormatUint(uint64(n), 10) }
+
+func TestParseHCA(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		node string
+		port int
+		ok   bool
+	}{
+		{"Hca1", "Hca1", 1, true},
+		{"Hca1:2", "Hca1", 2, true},
+		{"0x0002c90000000001", "0x0002c90000000001", 1, true},
+		{"node:with:colons:3", "node:with:colons", 3, true},
+		{"", "", 0, false},
+		{":1", "", 0, false},
+		{"Hca1:", "", 0, false},
+		{"Hca1:x", "", 0, false},
+		{"Hca1:0", "", 0, false},
+		{"Hca1:255", "", 0, false},
+	} {
+		node, port, err := ParseHCA(c.in)
+		if c.ok != (err == nil) || node != c.node || port != c.port {
+			t.Errorf("ParseHCA(%q) = %q, %d, %v", c.in, node, port, err)
+		}
+		if err != nil && !errors.Is(err, ErrUsage) {
+			t.Errorf("ParseHCA(%q): %v does not wrap ErrUsage", c.in, err)
+		}
+	}
+}
