@@ -76,8 +76,10 @@ func addDevFlags(fs *flag.FlagSet, shortDev bool) *devFlags {
 	fs.UintVar(&df.RoCEPort, "roce-port", 4791, "local UDP `port` of the RoCEv2 device (softrdma extension)")
 	fs.UintVar(&df.peerPort, "roce-peer-port", 0, "UDP `port` of the peer's device (default: -roce-port)")
 	df.RegisterLinkFlags(fs)
+	df.RegisterIB(fs)
 	return df
 }
+
 
 // addrs returns the addresses --bind or -d select, or nil.
 func (df *devFlags) addrs() ([]netip.Addr, *net.Interface, error) {
@@ -163,6 +165,10 @@ func openCM(addrs []netip.Addr, ifc *net.Interface, df *devFlags, debug bool) (*
 // openForServer opens a device for a server bound to a (unspecified: all
 // local addresses of its family), or on the addresses --bind or -d give.
 func openForServer(a netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmacm.CM, error) {
+	if df.IsIB() {
+		dev, cm, _, err := openIBCM(df, debug)
+		return dev, cm, err
+	}
 	addrs, ifc, err := df.addrs()
 	if err != nil {
 		return nil, nil, err
@@ -188,6 +194,13 @@ func openForServer(a netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdma
 // address to connect from: src, else the route's if the device has it,
 // else the device's first address of dst's family.
 func openForClient(src, dst netip.Addr, df *devFlags, debug bool) (*verbs.Device, *rdmacm.CM, netip.Addr, error) {
+	if df.IsIB() {
+		dev, cm, gid, err := openIBCM(df, debug)
+		if !src.IsValid() {
+			src = gid
+		}
+		return dev, cm, src, err
+	}
 	addrs, ifc, err := df.addrs()
 	if err != nil {
 		return nil, nil, src, err

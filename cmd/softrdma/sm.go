@@ -162,6 +162,11 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
 	}
 	log.Info("fabric: subnet manager", "node", node.Name(), "port", port)
+	stopSA, err := startFabricSA(fab, node, port, m, log) // fabricsa.go
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("the subnet administrator: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -171,6 +176,7 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 	return func() {
 		cancel()
 		<-done
+		stopSA()
 		m.Close()
 	}, nil
 }
