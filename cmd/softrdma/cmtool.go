@@ -80,7 +80,6 @@ func addDevFlags(fs *flag.FlagSet, shortDev bool) *devFlags {
 	return df
 }
 
-
 // addrs returns the addresses --bind or -d select, or nil.
 func (df *devFlags) addrs() ([]netip.Addr, *net.Interface, error) {
 	switch {

@@ -88,4 +88,3 @@ func startFabricSA(fab *fabric.Fabric, node *fabric.Node, port int, src sa.Sourc
 		d.Close()
 	}, nil
 }
-
