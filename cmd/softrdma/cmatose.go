@@ -282,7 +282,15 @@ func (t *cmaTest) replyAH(n *cmaNode, wc *verbs.WC) error {
 	} else {
 		src = netip.AddrFrom4([4]byte(g[32:36]))
 	}
-	ah, err := n.pd.CreateAH(verbs.AHAttr{DGID: wire.GIDFromAddr(src), SGIDIndex: n.id.SGIDIndex(), HopLimit: 64, PortNum: 1})
+	attr := verbs.AHAttr{DGID: wire.GIDFromAddr(src), SGIDIndex: n.id.SGIDIndex(), HopLimit: 64, PortNum: 1}
+	if pa, err := n.id.Device().QueryPort(1); err == nil && pa.LinkLayer == verbs.LinkLayerInfiniBand {
+		// By the sender's LID and SL; a GRH only if the datagram had one.
+		attr = verbs.AHAttr{DLID: wc.SLID, SL: wc.SL, PortNum: 1}
+		if wc.Flags&verbs.WCGRH != 0 {
+			attr.IsGlobal, attr.DGID, attr.SGIDIndex, attr.HopLimit = true, wire.GIDFromAddr(src), n.id.SGIDIndex(), 64
+		}
+	}
+	ah, err := n.pd.CreateAH(attr)
 	if err != nil {
 		return err
 	}

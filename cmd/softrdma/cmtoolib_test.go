@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/sm"
 	"github.com/softrdma/softrdma/wire"
 )
@@ -81,5 +83,19 @@ func TestCMToolsIB(t *testing.T) {
 		if !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "return status 0") {
 			t.Fatalf("cmatose output:\n%s", out)
 		}
+	}
+	// UD through SIDR: the peer's address handle by LID.
+	runU := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runUdaddy(ctx, args, out) }
+	s, c = runPair(t, runU,
+		append(ib("Hca2"), "-b", g2, "-c", "2"),
+		append(ib("Hca1"), "-s", g2, "-c", "2"))
+	for _, out := range []string{s, c} {
+		if !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "return status 0") {
+			t.Fatalf("udaddy output:\n%s", out)
+		}
+	}
+	var out bytes.Buffer
+	if err := runMckey(context.Background(), append(ib("Hca1"), "-m", "ff0e::1234"), &out); !errors.Is(err, tool.ErrUsage) {
+		t.Fatalf("mckey on an InfiniBand port: %v, want a usage error", err)
 	}
 }

@@ -83,6 +83,9 @@ func runMckey(ctx context.Context, args []string, out io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("%w: -m is required", tool.ErrUsage)
 	}
+	if df.IsIB() {
+		return fmt.Errorf("%w: multicast on an InfiniBand port (--hca) needs an SA MCMemberRecord join, which softrdma's rdma_cm does not make yet", tool.ErrUsage)
+	}
 	space, err := strconv.ParseInt(*ps, 0, 32)
 	if err != nil || (space != psUDP && space != psIPoIB) {
 		return fmt.Errorf("%w: port space %q", tool.ErrUsage, *ps)
