@@ -4,13 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
+	"github.com/softrdma/softrdma/fabric"
+	"github.com/softrdma/softrdma/fabric/remote"
+	"github.com/softrdma/softrdma/link/ib"
 	"github.com/softrdma/softrdma/sm"
 	"github.com/softrdma/softrdma/wire"
 )
@@ -94,8 +101,86 @@ func TestCMToolsIB(t *testing.T) {
 			t.Fatalf("udaddy output:\n%s", out)
 		}
 	}
+	// perf -R: the exchange and the test QPs connected by rdma_cm.
+	tcp := freeTCPPort(t)
+	sout, cout := runIBPair(t, runPerf, append([]string{"write_bw", "-R", "-p", tcp, "-s", "65536", "-n", "50"}, ib("Hca2")...),
+		append([]string{"write_bw", "-R", "-p", tcp, "-s", "65536", "-n", "50"}, append(ib("Hca1"), g2)...))
+	for _, out := range []string{sout, cout} {
+		if !strings.Contains(out, "Data ex. method : rdma_cm") || !strings.Contains(out, "Link type       : IB") {
+			t.Fatalf("perf -R output:\n%s", out)
+		}
+	}
+	t.Logf("perf -R client:\n%s", cout)
+	if !strings.Contains(cout, " 65536      50 ") {
+		t.Fatalf("perf -R client output:\n%s", cout)
+	}
 	var out bytes.Buffer
 	if err := runMckey(context.Background(), append(ib("Hca1"), "-m", "ff0e::1234"), &out); !errors.Is(err, tool.ErrUsage) {
 		t.Fatalf("mckey on an InfiniBand port: %v, want a usage error", err)
+	}
+}
+
+// TestFabricCommandSA: `softrdma fabric -sa` runs the SM and the SA at its
+// first CA port (Hca1) and serves the others; ping between Hca3 (Switch1)
+// and Hca2 (Switch2), in this process but through fabric/remote as other
+// processes would, resolves its route through that SA.
+func TestFabricCommandSA(t *testing.T) {
+	topo := "../../fabric/testdata/net.2sw2path4hca"
+	dir := t.TempDir()
+	sock := fmt.Sprintf("softrdma-cmd-sa-test-%d", os.Getpid())
+	addr := "unix:" + filepath.Join(dir, "hca.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", addr, "-sa", topo}, io.Discard) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("softrdma fabric: %v", err)
+		}
+	}()
+	d := remote.Dialer{Logger: slog.New(slog.DiscardHandler)}
+	for _, node := range []string{"Hca2", "Hca3"} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			dctx, dcancel := context.WithTimeout(ctx, time.Second)
+			p, err := d.Dial(dctx, addr, node, 1)
+			dcancel()
+			active := err == nil && p.Attr().State == ib.StateActive
+			if err == nil {
+				p.Close()
+			}
+			if active {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not ACTIVE under softrdma fabric's SM: %v", node, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// The GID of Hca2: the default prefix and its port GUID from the
+	// topology.
+	b, err := os.ReadFile(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := fabric.ParseTopology(bytes.NewReader(b), "net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fabric.New(tp, &fabric.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := gidOf(&ibNet{f: f}, "Hca2")
+	f.Close()
+	ibf := func(node string) []string { return []string{"--fabric", addr, "--hca", node} }
+	run := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runPing(ctx, args, out) }
+	s, c := runPair(t, run,
+		append(ibf("Hca2"), "-s", "-a", g2, "-v", "-p", "7175", "-S", "100"),
+		append(ibf("Hca3"), "-c", "-a", g2, "-p", "7175", "-C", "2", "-vV", "-S", "100"))
+	if strings.Count(c, "ping data: rdma-ping-") != 2 || strings.Count(s, "server ping data: rdma-ping-") != 2 {
+		t.Fatalf("ping:\nclient:\n%s\nserver:\n%s", c, s)
 	}
 }

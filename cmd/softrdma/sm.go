@@ -133,7 +133,7 @@ func printSubnet(out io.Writer, m *sm.Manager) {
 // startFabricSM runs softrdma's SM embedded in "softrdma fabric", at the
 // first CA port of the topology that has a link, until ctx ends; the
 // returned function stops it.
-func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topology, sf *smFlags, log *slog.Logger) (func(), error) {
+func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topology, sf *smFlags, withSA bool, log *slog.Logger) (func(), error) {
 	var node *fabric.Node
 	port := 0
 	for _, tn := range topo.Nodes {
@@ -162,10 +162,12 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
 	}
 	log.Info("fabric: subnet manager", "node", node.Name(), "port", port)
-	stopSA, err := startFabricSA(fab, node, port, m, log) // fabricsa.go
-	if err != nil {
-		m.Close()
-		return nil, fmt.Errorf("the subnet administrator: %w", err)
+	stopSA := func() {}
+	if withSA {
+		if stopSA, err = startFabricSA(fab, node, port, m, log); err != nil { // fabricsa.go
+			m.Close()
+			return nil, fmt.Errorf("the subnet administrator: %w", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -186,9 +186,6 @@ func (s *side) pickGIDAndMTU() error {
 		return err
 	}
 	s.ib, s.lid = port.LinkLayer == verbs.LinkLayerInfiniBand, port.LID
-	if s.ib && c.RDMACM {
-		return fmt.Errorf("%w: -R (rdma_cm) on an InfiniBand port: softrdma's rdma_cm resolves IP addresses, which RoCE ports have", ErrUsage)
-	}
 	s.mtu = port.ActiveMTU
 	if c.MTU != 0 {
 		m := verbs.MTUFromBytes(c.MTU)
