@@ -69,6 +69,11 @@ func (id *ID) altPathFor(src, dst netip.Addr) (cm.Path, error) {
 	if !dst.IsValid() || dst.IsUnspecified() {
 		return cm.Path{}, errf(ErrInvalid, "alternate destination %v", dst)
 	}
+	if id.dev.isIB() {
+		// An alternate path on InfiniBand would need its own PathRecord
+		// (other LIDs); not done yet.
+		return cm.Path{}, errf(ErrInvalid, "alternate paths on the InfiniBand port of %s are not supported", id.dev.dev.Name())
+	}
 	idx := id.dev.dev.GIDIndex(wire.GIDFromAddr(src))
 	if idx < 0 {
 		return cm.Path{}, errf(ErrInvalid, "alternate source %v is not an address of %s", src, id.dev.dev.Name())

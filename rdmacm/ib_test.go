@@ -243,6 +243,9 @@ func TestIBConnect(t *testing.T) {
 			t.Fatalf("QP address vector %+v, want DLID %d", a.AH, c.dlid)
 		}
 	}
+	if err := ca.ID.LoadAltPath(ctx, d3.GIDs()[0].Addr(), d4.GIDs()[0].Addr()); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("LoadAltPath on an InfiniBand port: %v, want ErrInvalid", err)
+	}
 	exchange(t, ca, cb, []byte("SEND from Hca3 to Hca4"))
 	exchange(t, cb, ca, []byte("SEND from Hca4 to Hca3"))
 	ibWrite(t, ca, cb)
