@@ -370,3 +370,28 @@ func TestIBPathRecordTable(t *testing.T) {
 		t.Fatalf("Get to a LID nobody has: %v, want cm.ErrNoPath", err)
 	}
 }
+
+// BenchmarkIBResolveRoute measures rdma_resolve_address and
+// rdma_resolve_route on an InfiniBand port: one SA PathRecord Get from
+// Hca3 to the SA on Hca1 and back through Switch1, per iteration.
+func BenchmarkIBResolveRoute(b *testing.B) {
+	n := newIBNet(b, true)
+	s3, _ := n.open("Hca3")
+	_, d4 := n.open("Hca4")
+	ctx := context.Background()
+	dst := netip.AddrPortFrom(GIDAddr(d4.GIDs()[0]), 7471)
+	b.ReportAllocs()
+	for b.Loop() {
+		id, err := s3.CreateID(nil, PortSpaceTCP, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := id.ResolveAddr(ctx, netip.Addr{}, dst); err != nil {
+			b.Fatal(err)
+		}
+		if err := id.ResolveRoute(ctx); err != nil {
+			b.Fatal(err)
+		}
+		id.Destroy()
+	}
+}
