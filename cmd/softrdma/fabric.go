@@ -34,7 +34,7 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Its CA ports are served\n"+
 			"at -hca's address: a softrdma device attaches one (fabric/remote's Dial) and sends and receives\n"+
 			"IB packets through the switches; a device that dies takes its port's link down (trap 128 to the\n"+
-			"SM). softrdma's SM manages the subnet unless -sm=false. Runs until interrupted.")
+			"SM). softrdma's SM (with its SA) manages the subnet unless -sm=false. Runs until interrupted.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/fabric/ibsim"
 	"github.com/softrdma/softrdma/sm"
+	"github.com/softrdma/softrdma/sm/sa"
 )
 
 // smFlags are the SM settings "softrdma sm" and "softrdma fabric" share.
@@ -38,6 +39,17 @@ func (f *smFlags) config(log *slog.Logger) sm.Config {
 		SweepInterval: *f.interval, Logger: log}
 }
 
+// startSMSA starts softrdma's SM on t with its SA beside it (the SA
+// answers the SA MADs that reach the SM's port). On error t is closed
+// (by sa.Attach).
+func startSMSA(t sm.Transport, cfg sm.Config, log *slog.Logger) (*sa.SM, error) {
+	m, err := sa.Attach(t, cfg, sa.Config{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
+	}
+	return m, nil
+}
+
 // runSMCmd runs softrdma's subnet manager as a client of an ibsim server:
 // Linux ibsim or "softrdma fabric".
 func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
@@ -52,7 +64,8 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 		"Runs softrdma's subnet manager on an InfiniBand fabric served with ibsim's client protocol (Linux\n"+
 			"ibsim, or softrdma fabric -sm=false): it discovers the subnet by directed-route SMPs, assigns LIDs,\n"+
 			"programs every switch's forwarding table and brings every port to ACTIVE, then sweeps again\n"+
-			"every -sweep and on traps until interrupted. With -o it sweeps once and exits.")
+			"every -sweep and on traps until interrupted; its subnet administrator answers SA queries (saquery,\n"+
+			"rdma_cm's path records, multicast joins) at the same port. With -o it sweeps once and exits.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -85,10 +98,9 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("connecting to the ibsim server: %w", err)
 	}
-	m, err := sm.New(t, cfg)
+	m, err := startSMSA(t, cfg, log)
 	if err != nil {
-		t.Close()
-		return fmt.Errorf("%w: %v", tool.ErrUsage, err)
+		return err
 	}
 	defer m.Close()
 	if !*once {
@@ -107,7 +119,7 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 
 // printSubnet prints what a sweep found and set: one line per node with
 // its LIDs, then the sweep's figures.
-func printSubnet(out io.Writer, m *sm.Manager) {
+func printSubnet(out io.Writer, m *sa.SM) {
 	sn := m.Subnet()
 	lids := 0
 	for _, n := range sn.Nodes {
@@ -156,10 +168,9 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 	if err != nil {
 		return nil, err
 	}
-	m, err := sm.New(t, sf.config(log))
+	m, err := startSMSA(t, sf.config(log), log)
 	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
+		return nil, err
 	}
 	log.Info("fabric: subnet manager", "node", node.Name(), "port", port)
 	ctx, cancel := context.WithCancel(ctx)
