@@ -127,11 +127,14 @@ type Manager struct {
 	act     atomic.Uint32             // SMInfo ActCount
 	closed  bool
 
-	trap    chan struct{}       // a trap or handover asks for a heavy sweep
-	sweepMu sync.Mutex          // one sweep at a time
-	lids    map[uint64]lidRange // by port GUID, gone ports included
-	lfts    map[uint64][]byte   // LFT as programmed, by switch node GUID
-	tables  map[tableKey][]byte // policy table blocks as programmed
+	trap    chan struct{}               // a trap or handover asks for a heavy sweep
+	sweepMu sync.Mutex                  // one sweep at a time
+	lids    map[uint64]lidRange         // by port GUID, gone ports included
+	lfts    map[uint64][]byte           // LFT as programmed, by switch node GUID
+	tables  map[tableKey][]byte         // policy table blocks as programmed
+	groups  map[uint16][]uint64         // multicast groups: MLID -> member port GUIDs
+	mfts    map[uint64]map[int][]uint16 // MFT blocks as programmed, by switch node GUID
+	mcast   chan struct{}               // the groups or the subnet changed
 	sweeps  uint64
 	snap    atomic.Pointer[Subnet]
 	master  *Port // standby: the master's port, as last discovered
@@ -185,9 +188,11 @@ func New(t Transport, cfg Config) (*Manager, error) {
 	m := &Manager{t: t, cfg: cfg, log: log, ctx: ctx, cancel: cancel,
 		sem: make(chan struct{}, cfg.Window), pending: map[uint64]chan *Datagram{},
 		state: mad.SMStateDiscovering, trap: make(chan struct{}, 1),
-		lids: map[uint64]lidRange{}, lfts: map[uint64][]byte{}, tables: map[tableKey][]byte{}}
-	m.wg.Add(1)
+		lids: map[uint64]lidRange{}, lfts: map[uint64][]byte{}, tables: map[tableKey][]byte{},
+		groups: map[uint16][]uint64{}, mfts: map[uint64]map[int][]uint16{}, mcast: make(chan struct{}, 1)}
+	m.wg.Add(2)
 	go m.recvLoop()
+	go m.mcastLoop()
 	return m, nil
 }
 

@@ -67,6 +67,7 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	sn := &Subnet{Prefix: m.cfg.Prefix, SMLID: smLID, SMKey: m.cfg.SMKey, Sweep: m.sweeps, Nodes: dc.order}
 	sn.Index()
 	m.snap.Store(sn)
+	m.kickMcast() // the groups' trees over the new subnet
 	d := time.Since(start)
 	m.st.sweeps.Add(1)
 	m.st.last.Store(int64(d))

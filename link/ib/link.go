@@ -32,6 +32,7 @@ type Link struct {
 	h       link.Handler
 	started atomic.Bool
 	closed  atomic.Bool
+	mcast   mcastGroups // mcast.go
 }
 
 // New returns a link over p. The link owns p and closes it on Close.

@@ -18,7 +18,10 @@ type SM struct {
 }
 
 // Attach starts a subnet manager on t with smCfg and an SA with cfg beside
-// it (smCfg.GMP must be nil: Attach sets it to the Server's Handle). The
+// it (smCfg.GMP must be nil: Attach sets it to the Server's Handle), and
+// makes the SA's multicast joins and leaves program the switches'
+// multicast forwarding tables (Manager.SetMulticast; cfg.Multicast, if
+// set, is called too). The
 // Manager owns t; sweep it with Sweep or Run as usual. Close stops both.
 // On error Attach closes t.
 func Attach(t sm.Transport, smCfg sm.Config, cfg Config) (*SM, error) {
@@ -41,6 +44,15 @@ func Attach(t sm.Transport, smCfg sm.Config, cfg Config) (*SM, error) {
 	if err != nil {
 		t.Close()
 		return nil, err
+	}
+	// Membership changes go to the SM, which programs the switches' MFTs
+	// on its own goroutine (SetMulticast does not block).
+	hook := cfg.Multicast
+	cfg.Multicast = func(mlid uint16, members []*sm.Port) {
+		m.SetMulticast(mlid, members)
+		if hook != nil {
+			hook(mlid, members)
+		}
 	}
 	s, err := New(m, t, cfg)
 	if err != nil {
