@@ -129,8 +129,11 @@ func mcastTree(sn *Subnet, guids []uint64) map[*Node][]int {
 		n := queue[0]
 		queue = queue[1:]
 		for _, p := range n.Ports[1:] {
+			if p == nil {
+				continue
+			}
 			r := p.Remote
-			if p == nil || r == nil || r.Node.Switch == nil || p.Info.PortState != mad.PortStateActive {
+			if r == nil || r.Node.Switch == nil || p.Info.PortState != mad.PortStateActive {
 				continue
 			}
 			if _, ok := seen[r.Node]; ok {
