@@ -2,6 +2,7 @@ package sm
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -301,5 +302,47 @@ func TestQoSBySM(t *testing.T) {
 	sweep(t, m)
 	if st := m.Stats(); st.LastSets != 0 {
 		t.Errorf("the second sweep of an unchanged subnet sent %d Sets", st.LastSets)
+	}
+}
+
+// BenchmarkSweepFatTreePolicy: the first heavy sweep of the 40-node fat
+// tree with a partition policy (two partitions over every CA, switch
+// enforcement) and QoS (qosConf), against none; sets/op counts the Set
+// SMPs.
+func BenchmarkSweepFatTreePolicy(b *testing.B) {
+	text := readTopo(b, "../fabric/testdata/fattree.ibnetdiscover")
+	ps, err := policy.ParsePartitions(strings.NewReader("Default=0x7fff : ALL=full ;\nWeb=0x0005 : ALL_CAS=limited, SELF=full ;\nDB=0x0006 : ALL_CAS=full ;\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := policy.ParseQoS(strings.NewReader(qosConf))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{{"none", Config{}}, {"partitions", Config{Partitions: ps}}, {"partitions+qos", Config{Partitions: ps, QoS: q}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var sets uint64
+			for b.Loop() {
+				b.StopTimer()
+				f := openTopo(b, text)
+				cfg := tc.cfg
+				cfg.Logger = quiet
+				tr, _ := FabricTransport(f.Fabric, f.firstCA(b), 1)
+				m, _ := New(tr, cfg)
+				b.StartTimer()
+				if err := m.Sweep(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				sets += m.Stats().LastSets
+				m.Close()
+				f.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(sets)/float64(b.N), "sets/op")
+		})
 	}
 }
