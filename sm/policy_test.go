@@ -305,12 +305,11 @@ func TestQoSBySM(t *testing.T) {
 	}
 }
 
-// BenchmarkSweepFatTreePolicy: the first heavy sweep of the 40-node fat
-// tree with a partition policy (two partitions over every CA, switch
+// BenchmarkSweepFatTreePolicy: the first heavy sweep of the 40-node and
+// 612-node fat trees with a partition policy (two partitions over every CA, switch
 // enforcement) and QoS (qosConf), against none; sets/op counts the Set
 // SMPs.
 func BenchmarkSweepFatTreePolicy(b *testing.B) {
-	text := readTopo(b, "../fabric/testdata/fattree.ibnetdiscover")
 	ps, err := policy.ParsePartitions(strings.NewReader("Default=0x7fff : ALL=full ;\nWeb=0x0005 : ALL_CAS=limited, SELF=full ;\nDB=0x0006 : ALL_CAS=full ;\n"))
 	if err != nil {
 		b.Fatal(err)
@@ -320,14 +319,20 @@ func BenchmarkSweepFatTreePolicy(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-	}{{"none", Config{}}, {"partitions", Config{Partitions: ps}}, {"partitions+qos", Config{Partitions: ps, QoS: q}}} {
+		name, text string
+		cfg        Config
+	}{
+		{"fattree40/none", readTopo(b, "../fabric/testdata/fattree.ibnetdiscover"), Config{}},
+		{"fattree40/partitions", readTopo(b, "../fabric/testdata/fattree.ibnetdiscover"), Config{Partitions: ps}},
+		{"fattree40/partitions+qos", readTopo(b, "../fabric/testdata/fattree.ibnetdiscover"), Config{Partitions: ps, QoS: q}},
+		{"fattree612/none", fatTree(12, 24, 24), Config{}},
+		{"fattree612/partitions+qos", fatTree(12, 24, 24), Config{Partitions: ps, QoS: q}},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var sets uint64
 			for b.Loop() {
 				b.StopTimer()
-				f := openTopo(b, text)
+				f := openTopo(b, tc.text)
 				cfg := tc.cfg
 				cfg.Logger = quiet
 				tr, _ := FabricTransport(f.Fabric, f.firstCA(b), 1)
