@@ -3,15 +3,19 @@ package sa
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/sm"
+	"github.com/softrdma/softrdma/sm/policy"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -100,3 +104,62 @@ func TestAttach(t *testing.T) {
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// With a partition policy in the SM, the snapshot holds the P_Key tables
+// the sweep wrote and the SA's PathRecord takes its P_Key from them: Hca3
+// and Hca4 are limited members of the default partition and full members
+// of Blue, so their path is in Blue.
+func TestAttachPartitionsPathRecord(t *testing.T) {
+	f := openFabric(t, "net.2sw2path4hca")
+	g := func(name string) string { return fmt.Sprintf("%#x", f.NodeByName(name).PortGUID(1)) }
+	ps, err := policy.ParsePartitions(strings.NewReader(fmt.Sprintf("Default=0x7fff : ALL=limited, SELF=full ;\nBlue=0x0002 : %s=full, %s=full ;\n", g("Hca3"), g("Hca4"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := sm.FabricTransport(f, f.NodeByName("Hca1"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Attach(tr, sm.Config{Logger: quietLog(), Partitions: ps}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := x.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sn := x.Subnet()
+	src := sn.PortByGUID(f.NodeByName("Hca3").PortGUID(1))
+	dst := sn.PortByGUID(f.NodeByName("Hca4").PortGUID(1))
+	if want := []uint16{0x7FFF, 0x8002}; !slices.Equal(src.PKeys[:2], want) {
+		t.Fatalf("Hca3's P_Keys in the snapshot %#x, want %#x first", src.PKeys, want)
+	}
+	got := make(chan *fabric.Datagram, 4)
+	cl, err := f.Attach(f.NodeByName("Hca3"), 1, func(d *fabric.Datagram) { got <- d })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	b := make([]byte, mad.Size)
+	q, _ := mad.NewSAMAD(b, mad.MethodGet, mad.SAAttrPathRecord, 7, &mad.SAHeader{ComponentMask: mad.PathRecCompSLID | mad.PathRecCompDLID})
+	rec := mad.PathRecord{SLID: src.LID(), DLID: dst.LID()}
+	rec.Encode(q.Data())
+	if err := cl.Send(&fabric.Datagram{SLID: src.LID(), DLID: sn.SMLID, SQP: 1, DQP: 1, PKey: 0x7FFF, QKey: mad.GSIQKey, MAD: b}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-got:
+		m, err := mad.ParseSA(d.MAD)
+		if err != nil || m.MAD().Status() != 0 {
+			t.Fatalf("PathRecord answer: %v, status %#x", err, m.MAD().Status())
+		}
+		r, _ := mad.ParsePathRecord(m.Data())
+		if r.PKey != 0x8002 || r.SLID != src.LID() || r.DLID != dst.LID() {
+			t.Errorf("PathRecord %+v: want P_Key 0x8002 (Blue)", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer from the SA")
+	}
+}
