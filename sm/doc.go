@@ -13,4 +13,8 @@
 // heavy sweep; [Manager.Run] sweeps, then watches the subnet (light sweeps,
 // traps) and negotiates the master with other SMs by SMInfo. Routing is
 // min-hop, or up/down ([RoutingUpDown]) where deadlock freedom matters.
+// With [Config.Partitions] and [Config.QoS] the heavy sweep also writes
+// P_Key tables and QoS tables; [Manager.SetMulticast] programs multicast
+// groups into the switches' forwarding tables. Package sm/sa's Attach runs
+// the subnet administrator beside a Manager.
 package sm

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrdma/softrdma/sm/policy"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -71,6 +72,18 @@ type Config struct {
 	Retries int
 	// Window bounds the SMPs outstanding at once; 0 means DefaultWindow.
 	Window int
+	// Partitions is the partition policy (OpenSM's partitions.conf, read
+	// by policy.ParsePartitions) the heavy sweep writes to P_Key tables:
+	// CA ports, switch port 0, and the switch ports facing end ports with
+	// their partition enforcement bits. nil leaves P_Key tables and
+	// enforcement as the ports have them.
+	Partitions *policy.Partitions
+	// QoS is the QoS policy (opensm.conf's qos options, read by
+	// policy.ParseQoS); with QoS.Enabled the heavy sweep writes
+	// OperationalVLs, VLHighLimit, SL2VL and VL arbitration tables of CA
+	// ports and linked switch ports (port 0 when enhanced). nil, or not
+	// enabled, leaves them as they are.
+	QoS *policy.QoS
 	// Logger receives the SM's messages (nothing per MAD above Debug); nil
 	// uses slog.Default().
 	Logger *slog.Logger
@@ -114,10 +127,14 @@ type Manager struct {
 	act     atomic.Uint32             // SMInfo ActCount
 	closed  bool
 
-	trap    chan struct{}       // a trap or handover asks for a heavy sweep
-	sweepMu sync.Mutex          // one sweep at a time
-	lids    map[uint64]lidRange // by port GUID, gone ports included
-	lfts    map[uint64][]byte   // LFT as programmed, by switch node GUID
+	trap    chan struct{}               // a trap or handover asks for a heavy sweep
+	sweepMu sync.Mutex                  // one sweep at a time
+	lids    map[uint64]lidRange         // by port GUID, gone ports included
+	lfts    map[uint64][]byte           // LFT as programmed, by switch node GUID
+	tables  map[tableKey][]byte         // policy table blocks as programmed
+	groups  map[uint16][]uint64         // multicast groups: MLID -> member port GUIDs
+	mfts    map[uint64]map[int][]uint16 // MFT blocks as programmed, by switch node GUID
+	mcast   chan struct{}               // the groups or the subnet changed
 	sweeps  uint64
 	snap    atomic.Pointer[Subnet]
 	master  *Port // standby: the master's port, as last discovered
@@ -171,9 +188,11 @@ func New(t Transport, cfg Config) (*Manager, error) {
 	m := &Manager{t: t, cfg: cfg, log: log, ctx: ctx, cancel: cancel,
 		sem: make(chan struct{}, cfg.Window), pending: map[uint64]chan *Datagram{},
 		state: mad.SMStateDiscovering, trap: make(chan struct{}, 1),
-		lids: map[uint64]lidRange{}, lfts: map[uint64][]byte{}}
-	m.wg.Add(1)
+		lids: map[uint64]lidRange{}, lfts: map[uint64][]byte{}, tables: map[tableKey][]byte{},
+		groups: map[uint16][]uint64{}, mfts: map[uint64]map[int][]uint16{}, mcast: make(chan struct{}, 1)}
+	m.wg.Add(2)
 	go m.recvLoop()
+	go m.mcastLoop()
 	return m, nil
 }
 

@@ -67,6 +67,7 @@ func (m *Manager) Sweep(ctx context.Context) error {
 	sn := &Subnet{Prefix: m.cfg.Prefix, SMLID: smLID, SMKey: m.cfg.SMKey, Sweep: m.sweeps, Nodes: dc.order}
 	sn.Index()
 	m.snap.Store(sn)
+	m.kickMcast() // the groups' trees over the new subnet
 	d := time.Since(start)
 	m.st.sweeps.Add(1)
 	m.st.last.Store(int64(d))
@@ -78,7 +79,8 @@ func (m *Manager) Sweep(ctx context.Context) error {
 
 // program sets what the sweep decided, in the order OpenSM does: the
 // ports' LIDs and SM LID, the switches' SwitchInfo and forwarding tables,
-// then every linked port to ARMED and then ACTIVE. It skips what already
+// the partition and QoS policy, then every linked port to ARMED and then
+// ACTIVE. It skips what already
 // holds, so that a sweep of an unchanged subnet sets nothing.
 func (m *Manager) program(ctx context.Context, dc *discovery, eps []*Port, lids map[uint64]uint16, smLID, top uint16, lfts map[*Node][]byte) error {
 	var mu sync.Mutex
@@ -174,7 +176,9 @@ func (m *Manager) program(ctx context.Context, dc *discovery, eps []*Port, lids 
 		m.mu.Unlock()
 		n.LFT = lft[:int(top)+1]
 	})
-	// 3. Port states: every linked port to ARMED, then to ACTIVE.
+	// 3. Partition and QoS policy.
+	m.programPolicy(ctx, dc, fail)
+	// 4. Port states: every linked port to ARMED, then to ACTIVE.
 	var linked []*Port
 	for _, n := range dc.order {
 		for _, p := range n.Ports {

@@ -30,13 +30,13 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 		"CA port, which is then this process's and not served to other HCAs")
 	sf := addSMFlags(fs)
 	downOnDetach := fs.Bool("down-on-detach", false, "take a CA port's link down also when its device detaches on purpose (a device that dies always does)")
-	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-sm=false] [-sa] [-v] TOPOLOGY",
+	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-sm=false] [-sa] [-partitions FILE] [-qos FILE] [-v] TOPOLOGY",
 		"Runs an InfiniBand fabric of switches and HCAs described by TOPOLOGY (ibnetdiscover's format, as\n"+
 			"Linux ibsim reads it) and serves it with ibsim's client protocol, so that programs run under\n"+
 			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Its CA ports are served\n"+
 			"at -hca's address: a softrdma device attaches one (fabric/remote's Dial) and sends and receives\n"+
 			"IB packets through the switches; a device that dies takes its port's link down (trap 128 to the\n"+
-			"SM). softrdma's SM manages the subnet unless -sm=false. Runs until interrupted.")
+			"SM). softrdma's SM (with its SA) manages the subnet unless -sm=false. Runs until interrupted.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err

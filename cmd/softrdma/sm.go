@@ -14,28 +14,75 @@ import (
 	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/fabric/ibsim"
 	"github.com/softrdma/softrdma/sm"
+	"github.com/softrdma/softrdma/sm/policy"
+	"github.com/softrdma/softrdma/sm/sa"
 )
 
 // smFlags are the SM settings "softrdma sm" and "softrdma fabric" share.
 type smFlags struct {
-	lmc      *uint
-	priority *uint
-	routing  *string
-	interval *time.Duration
+	lmc        *uint
+	priority   *uint
+	routing    *string
+	interval   *time.Duration
+	partitions string
+	qos        string
 }
 
 func addSMFlags(fs *flag.FlagSet) *smFlags {
-	return &smFlags{
+	f := &smFlags{
 		lmc:      fs.Uint("lmc", 0, "LID mask control of CA ports: each gets 2^LMC LIDs (0-7)"),
 		priority: fs.Uint("priority", 0, "the SM's priority in master election (0-15)"),
 		routing:  fs.String("routing", sm.RoutingMinHop, "routing engine: minhop or updn (up/down, deadlock-free, for fat trees)"),
 		interval: fs.Duration("sweep", sm.DefaultSweepInterval, "period of light sweeps"),
 	}
+	const pu = "partition policy `FILE` in OpenSM's partitions.conf format (P_Key tables, switch enforcement)"
+	fs.StringVar(&f.partitions, "partitions", "", pu)
+	fs.StringVar(&f.partitions, "P", "", "same as -partitions (opensm -P)")
+	fs.StringVar(&f.partitions, "Pconfig", "", "same as -partitions (opensm --Pconfig)")
+	const qu = "QoS policy `FILE`: an opensm.conf whose qos options (qos TRUE, qos_sl2vl, qos_vlarb_high, ...) the SM writes"
+	fs.StringVar(&f.qos, "qos", "", qu)
+	return f
 }
 
-func (f *smFlags) config(log *slog.Logger) sm.Config {
-	return sm.Config{LMC: uint8(min(*f.lmc, 255)), Priority: uint8(min(*f.priority, 255)), Routing: *f.routing,
+// config returns the SM's configuration, with the policy files read.
+func (f *smFlags) config(log *slog.Logger) (sm.Config, error) {
+	cfg := sm.Config{LMC: uint8(min(*f.lmc, 255)), Priority: uint8(min(*f.priority, 255)), Routing: *f.routing,
 		SweepInterval: *f.interval, Logger: log}
+	if f.partitions != "" {
+		r, err := os.Open(f.partitions)
+		if err != nil {
+			return cfg, err
+		}
+		defer r.Close()
+		if cfg.Partitions, err = policy.ParsePartitions(r); err != nil {
+			return cfg, fmt.Errorf("%s: %w", f.partitions, err)
+		}
+	}
+	if f.qos != "" {
+		r, err := os.Open(f.qos)
+		if err != nil {
+			return cfg, err
+		}
+		defer r.Close()
+		if cfg.QoS, err = policy.ParseQoS(r); err != nil {
+			return cfg, fmt.Errorf("%s: %w", f.qos, err)
+		}
+		if !cfg.QoS.Enabled {
+			log.Warn("sm: the QoS file does not say \"qos TRUE\": QoS tables are left as they are", "file", f.qos)
+		}
+	}
+	return cfg, nil
+}
+
+// startSMSA starts softrdma's SM on t with its SA beside it (the SA
+// answers the SA MADs that reach the SM's port). On error t is closed
+// (by sa.Attach).
+func startSMSA(t sm.Transport, cfg sm.Config, log *slog.Logger) (*sa.SM, error) {
+	m, err := sa.Attach(t, cfg, sa.Config{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
+	}
+	return m, nil
 }
 
 // runSMCmd runs softrdma's subnet manager as a client of an ibsim server:
@@ -48,11 +95,12 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 	once := fs.Bool("o", false, "sweep once, print the subnet and exit (as opensm -o)")
 	verbose := fs.Bool("v", false, "log at Debug level")
 	sf := addSMFlags(fs)
-	fs.Usage = usageFunc(fs, "sm [-ibsim SOCKNAME | -udp HOST:PORT] [-node NAME] [-o] [-lmc N] [-priority N] [-routing minhop|updn] [-sweep D] [-v]",
+	fs.Usage = usageFunc(fs, "sm [-ibsim SOCKNAME | -udp HOST:PORT] [-node NAME] [-o] [-lmc N] [-priority N] [-routing minhop|updn] [-sweep D] [-partitions FILE] [-qos FILE] [-v]",
 		"Runs softrdma's subnet manager on an InfiniBand fabric served with ibsim's client protocol (Linux\n"+
 			"ibsim, or softrdma fabric -sm=false): it discovers the subnet by directed-route SMPs, assigns LIDs,\n"+
 			"programs every switch's forwarding table and brings every port to ACTIVE, then sweeps again\n"+
-			"every -sweep and on traps until interrupted. With -o it sweeps once and exits.")
+			"every -sweep and on traps until interrupted; its subnet administrator answers SA queries (saquery,\n"+
+			"rdma_cm's path records, multicast joins) at the same port. With -o it sweeps once and exits.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -68,7 +116,10 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 		lvl = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	cfg := sf.config(log)
+	cfg, err := sf.config(log)
+	if err != nil {
+		return err
+	}
 	ccfg := ibsim.ClientConfig{SockName: *sock, Node: *node}
 	if ccfg.SockName == "" {
 		ccfg.SockName = os.Getenv("IBSIM_SOCKNAME")
@@ -85,10 +136,9 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("connecting to the ibsim server: %w", err)
 	}
-	m, err := sm.New(t, cfg)
+	m, err := startSMSA(t, cfg, log)
 	if err != nil {
-		t.Close()
-		return fmt.Errorf("%w: %v", tool.ErrUsage, err)
+		return err
 	}
 	defer m.Close()
 	if !*once {
@@ -107,7 +157,7 @@ func runSMCmd(ctx context.Context, args []string, out io.Writer) error {
 
 // printSubnet prints what a sweep found and set: one line per node with
 // its LIDs, then the sweep's figures.
-func printSubnet(out io.Writer, m *sm.Manager) {
+func printSubnet(out io.Writer, m *sa.SM) {
 	sn := m.Subnet()
 	lids := 0
 	for _, n := range sn.Nodes {
@@ -152,14 +202,17 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 	if node == nil {
 		return nil, fmt.Errorf("no CA port with a link for the SM (-sm=false leaves the subnet to another SM)")
 	}
+	cfg, err := sf.config(log)
+	if err != nil {
+		return nil, err
+	}
 	t, err := sm.FabricTransport(fab, node, port)
 	if err != nil {
 		return nil, err
 	}
-	m, err := sm.New(t, sf.config(log))
+	m, err := startSMSA(t, cfg, log)
 	if err != nil {
-		t.Close()
-		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
+		return nil, err
 	}
 	log.Info("fabric: subnet manager", "node", node.Name(), "port", port)
 	stopSA := func() {}

@@ -104,3 +104,61 @@ func TestSMCommandUsage(t *testing.T) {
 		}
 	}
 }
+
+// softrdma fabric -P FILE -qos FILE: the embedded SM writes the policy; a
+// device's port shows the partitions' P_Keys and the QoS SL2VL table.
+func TestFabricEmbeddedSMPolicy(t *testing.T) {
+	dir := t.TempDir()
+	parts, qos := filepath.Join(dir, "partitions.conf"), filepath.Join(dir, "opensm.conf")
+	if err := os.WriteFile(parts, []byte("Default=0x7fff : ALL=full ;\nWeb=0x0005 : ALL_CAS=limited ;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(qos, []byte("qos TRUE\nqos_max_vls 2\nqos_sl2vl 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := "unix:" + filepath.Join(dir, "hca.sock")
+	startFabricCmd(t, "-s", fmt.Sprintf("softrdma-cmd-smpol-test-%d", os.Getpid()), "-hca", addr, "-sweep", "50ms", "-P", parts, "--qos", qos)
+	d := remote.Dialer{Logger: slog.New(slog.DiscardHandler)}
+	var p *remote.Port
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		var err error
+		p, err = d.Dial(ctx, addr, "HcaB", 1)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("softrdma fabric does not serve HCA ports: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer p.Close()
+	for {
+		a := p.Attr()
+		if a.State == ib.StateActive && len(a.PKeys) >= 2 && a.PKeys[0] == 0xFFFF && a.PKeys[1] == 0x0005 &&
+			a.OperVLs == 2 && a.SL2VL == [16]uint8{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1} {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("HcaB's port: %+v, want ACTIVE with P_Keys 0xffff, 0x0005, 2 VLs and the SL2VL table", a)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A policy file that does not parse, or is missing, stops softrdma sm.
+func TestSMCommandPolicyErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(bad, []byte("Default=0x7fff : ALL=full\nqos_bogus 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-P", bad}, {"-qos", bad}, {"-partitions", filepath.Join(dir, "none")}} {
+		err := runSMCmd(context.Background(), append(args, "-ibsim", "nowhere-"+t.Name()), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), dir) {
+			t.Errorf("softrdma sm %q: %v, want an error naming the file", args, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package ib_test
 import (
 	"fmt"
 	"log"
+	"net/netip"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/ib"
@@ -51,4 +52,21 @@ func ExampleCable() {
 	// Output:
 	// from LID 1 to LID 2 on SL 1: "hello"
 	// port A: 1 state 4 up true
+}
+
+// A link joins a multicast group by its MGID; the switches' forwarding
+// tables, which the SM programs from the SA's joins, bring the group's
+// packets to the port.
+func ExampleLink_JoinGroup() {
+	a, b := ib.Cable()
+	defer b.Close()
+	l, err := ib.New(a)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	mgid := netip.MustParseAddr("ff12:401b:ffff::1")
+	fmt.Println(l.JoinGroup(mgid), l.LeaveGroup(mgid))
+	// Output:
+	// <nil> <nil>
 }

@@ -38,6 +38,7 @@ type Link struct {
 	// after which it closes) still goes out before the port closes.
 	recvMu  sync.RWMutex
 	closing atomic.Bool
+	mcast   mcastGroups // mcast.go
 }
 
 // New returns a link over p. The link owns p and closes it on Close.

@@ -3,7 +3,10 @@ package sa_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 
+	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/sm"
 	"github.com/softrdma/softrdma/sm/sa"
 	"github.com/softrdma/softrdma/wire/mad"
@@ -76,4 +79,38 @@ func ExampleRoute() {
 	fmt.Printf("%d hops to %s, MTU code %d, rate %d Mb/s\n", p.Hops, p.Dest.Node.Desc, p.MTU, mad.RateMbps(p.Rate))
 	// Output:
 	// 2 hops to b, MTU code 4, rate 40000 Mb/s
+}
+
+// Attach runs softrdma's SM with its SA beside it on a port of an
+// in-process fabric: after a sweep the SA answers from the SM's snapshot.
+func ExampleAttach() {
+	f, err := os.Open("../../fabric/testdata/net.2sw2path4hca")
+	if err != nil {
+		panic(err)
+	}
+	topo, err := fabric.ParseTopology(f, "net.2sw2path4hca")
+	f.Close()
+	if err != nil {
+		panic(err)
+	}
+	fab, err := fabric.New(topo, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer fab.Close()
+	t, err := sm.FabricTransport(fab, fab.NodeByName("Hca1"), 1)
+	if err != nil {
+		panic(err)
+	}
+	x, err := sa.Attach(t, sm.Config{Logger: slog.New(slog.DiscardHandler)}, sa.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer x.Close()
+	if err := x.Sweep(context.Background()); err != nil {
+		panic(err)
+	}
+	fmt.Println(len(x.Subnet().Nodes), "nodes; SA at LID", x.Subnet().SMLID)
+	// Output:
+	// 6 nodes; SA at LID 1
 }
