@@ -23,6 +23,7 @@ import (
 	"github.com/softrdma/softrdma/cmd/softrdma/internal/tool"
 	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/fabric/remote"
+	"github.com/softrdma/softrdma/sm"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -31,7 +32,7 @@ type ibNet struct {
 	f    *fabric.Fabric
 	addr string
 	sm   *testSM
-	sn   *smSubnet
+	sn   *sm.Subnet
 }
 
 // serveIB serves net.2sw2path4hca's CA ports on a loopback TCP port.
@@ -70,12 +71,12 @@ func serveIB(t *testing.T) *ibNet {
 
 // lid returns the LID the SM gave node's port 1.
 func (n *ibNet) lid(node string) uint16 {
-	return n.sn.caPorts[n.f.NodeByName(node).PortGUID(1)].lid
+	return n.sn.PortByGUID(n.f.NodeByName(node).PortGUID(1)).LID()
 }
 
 // switchLID returns the LID of a switch.
 func (n *ibNet) switchLID(name string) uint16 {
-	return n.sn.nodes[n.f.NodeByName(name).GUID()].lid
+	return n.sn.NodeByGUID(n.f.NodeByName(name).GUID()).Ports[0].LID()
 }
 
 // counters reads a switch port's PortCounters through its PMA.
@@ -83,7 +84,7 @@ func (n *ibNet) counters(t *testing.T, sw string, port byte) mad.PortCounters {
 	t.Helper()
 	data := make([]byte, 64)
 	data[1] = port
-	r := n.sm.lidReq(n.switchLID(sw), mad.ClassPerf, mad.MethodGet, mad.PerfAttrPortCounters, 0, data)
+	r := n.sm.perf(n.switchLID(sw), mad.PerfAttrPortCounters, data)
 	if r.Status != 0 {
 		t.Fatalf("PortCounters of %s port %d: no answer", sw, port)
 	}
