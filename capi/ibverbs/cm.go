@@ -141,7 +141,7 @@ func srdgo_cm_create_channel(fd C.int, out *C.uintptr_t) C.int {
 // cmID is an rdma_cm_id: the Go ID and the C structure's address.
 type cmID struct {
 	id   *rdmacm.ID
-	cptr uintptr
+	cptr unsafe.Pointer // C memory (struct srd_cm_id), not Go's
 }
 
 func (i *cmID) destroy() error { return i.id.Destroy() }
@@ -160,7 +160,7 @@ func srdgo_cm_create_id(chh C.uintptr_t, ps C.int, cptr unsafe.Pointer, out *C.u
 		}
 		ch = c.ch
 	}
-	i := &cmID{cptr: uintptr(cptr)}
+	i := &cmID{cptr: cptr}
 	id, err := s.CreateID(ch, rdmacm.PortSpace(ps), i)
 	if err != nil {
 		return cmErrno(err)
@@ -173,7 +173,7 @@ func srdgo_cm_create_id(chh C.uintptr_t, ps C.int, cptr unsafe.Pointer, out *C.u
 //export srdgo_cm_set_cptr
 func srdgo_cm_set_cptr(h C.uintptr_t, cptr unsafe.Pointer) {
 	if i, ok := get[*cmID](h); ok {
-		i.cptr = uintptr(cptr)
+		i.cptr = cptr
 	}
 }
 
@@ -459,7 +459,7 @@ func srdgo_cm_take_event(chh C.uintptr_t, o *C.struct_srd_cm_event_info) C.int {
 	o.status = C.int(ev.Status)
 	if ev.ID != nil {
 		if i, ok := ev.ID.Context.(*cmID); ok && i.id == ev.ID {
-			o.id = (*C.struct_rdma_cm_id)(unsafe.Pointer(i.cptr))
+			o.id = (*C.struct_rdma_cm_id)(i.cptr)
 		} else {
 			// A new ID (a connect request): its C structure is made by
 			// the caller, which tells us its address.
@@ -470,7 +470,7 @@ func srdgo_cm_take_event(chh C.uintptr_t, o *C.struct_srd_cm_event_info) C.int {
 	}
 	if ev.ListenID != nil {
 		if l, ok := ev.ListenID.Context.(*cmID); ok {
-			o.listen_id = (*C.struct_rdma_cm_id)(unsafe.Pointer(l.cptr))
+			o.listen_id = (*C.struct_rdma_cm_id)(l.cptr)
 		}
 	}
 	pd := ev.PrivateData()

@@ -32,6 +32,16 @@ func cmPair(t *testing.T, port int, server, client func(ctx context.Context) *ex
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A server that fails (its UDP port taken meanwhile, say) ends the
+	// client too, rather than leaving it waiting for an answer.
+	srvErr := make(chan error, 1)
+	go func() {
+		err := srv.Wait()
+		if err != nil {
+			cancel()
+		}
+		srvErr <- err
+	}()
 	for range 200 { // until the server's device is bound
 		c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
@@ -51,10 +61,10 @@ func cmPair(t *testing.T, port int, server, client func(ctx context.Context) *ex
 	}
 	if err != nil {
 		cancel()
-		srv.Wait()
+		<-srvErr
 		t.Fatalf("client: %v\n%s\nserver:\n%s", err, out, sb.String())
 	}
-	if err := srv.Wait(); err != nil {
+	if err := <-srvErr; err != nil {
 		t.Fatalf("server: %v\n%s\nclient:\n%s", err, sb.String(), out)
 	}
 	return sb.String(), string(out)
