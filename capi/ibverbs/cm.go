@@ -141,7 +141,8 @@ func srdgo_cm_create_channel(fd C.int, out *C.uintptr_t) C.int {
 // cmID is an rdma_cm_id: the Go ID and the C structure's address.
 type cmID struct {
 	id   *rdmacm.ID
-	cptr unsafe.Pointer // C memory (struct srd_cm_id), not Go's
+	req  *rdmacm.ConnParam // a connect request's parameters, for rdma_accept(id, NULL)
+	cptr unsafe.Pointer    // C memory (struct srd_cm_id), not Go's
 }
 
 func (i *cmID) destroy() error { return i.id.Destroy() }
@@ -342,7 +343,14 @@ func srdgo_cm_connect(h C.uintptr_t, p *C.struct_rdma_conn_param, pdata unsafe.P
 	if !ok {
 		return C.EINVAL
 	}
-	return cmErrno(i.id.Connect(context.Background(), connParamIn(p, pdata)))
+	cp := connParamIn(p, pdata)
+	if cp == nil {
+		// librdmacm's defaults: the device's limits, the largest retry
+		// counts.
+		cp = &rdmacm.ConnParam{ResponderResources: verbs.MaxQPRdAtom, InitiatorDepth: verbs.MaxQPRdAtom,
+			RetryCount: 7, RNRRetryCount: 7}
+	}
+	return cmErrno(i.id.Connect(context.Background(), cp))
 }
 
 //export srdgo_cm_accept
@@ -351,7 +359,14 @@ func srdgo_cm_accept(h C.uintptr_t, p *C.struct_rdma_conn_param, pdata unsafe.Po
 	if !ok {
 		return C.EINVAL
 	}
-	return cmErrno(i.id.Accept(context.Background(), connParamIn(p, pdata)))
+	cp := connParamIn(p, pdata)
+	if cp == nil && i.req != nil {
+		// librdmacm's defaults: what the request offers, within the
+		// device's limits, and the largest retry counts.
+		cp = &rdmacm.ConnParam{ResponderResources: min(i.req.ResponderResources, verbs.MaxQPRdAtom),
+			InitiatorDepth: min(i.req.InitiatorDepth, verbs.MaxQPRdAtom), RetryCount: 7, RNRRetryCount: 7}
+	}
+	return cmErrno(i.id.Accept(context.Background(), cp))
 }
 
 //export srdgo_cm_reject
@@ -464,6 +479,10 @@ func srdgo_cm_take_event(chh C.uintptr_t, o *C.struct_srd_cm_event_info) C.int {
 			// A new ID (a connect request): its C structure is made by
 			// the caller, which tells us its address.
 			n := &cmID{id: ev.ID}
+			if ev.Type == rdmacm.EventConnectRequest {
+				p := ev.Conn
+				n.req = &p
+			}
 			ev.ID.Context = n
 			newHandle(n, &o.new_h)
 		}
