@@ -145,7 +145,27 @@ type cmID struct {
 	cptr unsafe.Pointer    // C memory (struct srd_cm_id), not Go's
 }
 
-func (i *cmID) destroy() error { return i.id.Destroy() }
+func (i *cmID) destroy() error {
+	liveIDs.Delete(i)
+	return i.id.Destroy()
+}
+
+// liveIDs holds the IDs not destroyed yet, for srdgo_cm_exit.
+var liveIDs sync.Map // *cmID -> struct{}
+
+// srdgo_cm_exit destroys the IDs a program leaves at exit, as the kernel
+// does when a process's rdma_cm file closes: an established connection
+// gets its DREQ, so the peer sees RDMA_CM_EVENT_DISCONNECTED at once
+// rather than after its own DREQ's retries.
+//
+//export srdgo_cm_exit
+func srdgo_cm_exit() {
+	liveIDs.Range(func(k, _ any) bool {
+		k.(*cmID).id.Destroy()
+		liveIDs.Delete(k)
+		return true
+	})
+}
 
 //export srdgo_cm_create_id
 func srdgo_cm_create_id(chh C.uintptr_t, ps C.int, cptr unsafe.Pointer, out *C.uintptr_t) C.int {
@@ -167,6 +187,7 @@ func srdgo_cm_create_id(chh C.uintptr_t, ps C.int, cptr unsafe.Pointer, out *C.u
 		return cmErrno(err)
 	}
 	i.id = id
+	liveIDs.Store(i, struct{}{})
 	newHandle(i, out)
 	return 0
 }
@@ -479,6 +500,7 @@ func srdgo_cm_take_event(chh C.uintptr_t, o *C.struct_srd_cm_event_info) C.int {
 			// A new ID (a connect request): its C structure is made by
 			// the caller, which tells us its address.
 			n := &cmID{id: ev.ID}
+			liveIDs.Store(n, struct{}{})
 			if ev.Type == rdmacm.EventConnectRequest {
 				p := ev.Conn
 				n.req = &p

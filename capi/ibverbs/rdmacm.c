@@ -60,6 +60,14 @@ static void srd_cm_init(void)
 	free(hs);
 }
 
+// At exit, the IDs the program left are destroyed as the kernel destroys
+// them when the process's rdma_cm file closes (peers get their DREQ).
+__attribute__((destructor)) static void srd_cm_exit(void)
+{
+	if (srd_cm_nctxs > 0 && !srd_cm_err)
+		srdgo_cm_exit();
+}
+
 static int srd_cm_ready(void)
 {
 	pthread_once(&srd_cm_once, srd_cm_init);
