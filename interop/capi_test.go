@@ -93,4 +93,5 @@ func (s *suite) capiMatrix(t *testing.T) {
 			return nil
 		})
 	}
+	s.capiCMMatrix(t, lib) // capi_cm_test.go
 }

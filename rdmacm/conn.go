@@ -474,6 +474,7 @@ func (id *ID) Disconnect() error {
 			return err
 		}
 		id.state = idDisconnected
+		id.dreqSent = true // EventDisconnected follows: DREP, the peer's DREQ or a timeout
 		return nil
 	case idDisconnected:
 		return nil
@@ -562,13 +563,19 @@ func (id *ID) onConnEvent(c *cm.Conn, ev *cm.Event) {
 			id.qp.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
 		}
 		c.SendDREP(nil)
-		if id.state != idDisconnected {
+		// Both sides disconnecting at once: the peer's DREQ ends ours
+		// (the CM answers it and no DREP follows), so it is the event.
+		if id.state != idDisconnected || id.dreqSent {
 			out = &Event{Type: EventDisconnected}
 		}
 		id.state = idDisconnected
+		id.dreqSent = false
 	case cm.EventDREP:
-		out = &Event{Type: EventDisconnected}
+		if id.state != idDisconnected || id.dreqSent {
+			out = &Event{Type: EventDisconnected}
+		}
 		id.state = idDisconnected
+		id.dreqSent = false
 	case cm.EventTimeWaitExit:
 		out = &Event{Type: EventTimewaitExit}
 	case cm.EventSIDRRep:

@@ -234,6 +234,7 @@ type ID struct {
 	rep       *mad.REPFields // active: the peer's REP
 	peerUD    UDParam
 	sidrConn  bool
+	dreqSent  bool                // Disconnect sent a DREQ whose EventDisconnected is due
 	requests  *EventChannel       // sync listener: CONNECT_REQUEST queue
 	mcast     map[netip.Addr]bool // joined groups (multicast.go); true: the QP is attached
 	tos       uint8               // SetTOS: the traffic class of the connections it initiates

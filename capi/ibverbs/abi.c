@@ -5,7 +5,7 @@
 // symbol version for TestABILayout, which compares it with the header
 // the test's own program is compiled with.
 #include <stddef.h>
-#include "srd.h"
+#include "srdcm.h"
 
 struct srd_layout_entry {
 	const char *name;

@@ -30,7 +30,10 @@ var (
 	toolBin   string // softrdma, built from cmd/softrdma
 )
 
-const debianLib = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
+const (
+	debianLib   = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
+	debianCMLib = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1"
+)
 
 func TestMain(m *testing.M) {
 	base, _ := leakcheck.Count()
@@ -106,22 +109,30 @@ func dynsyms(t *testing.T, file, prefix string, def bool) map[string]string {
 }
 
 // TestSymbolVersions checks that each function the library exports has
-// the version Debian's libibverbs gives its default definition (but for
-// the tests' private hooks), and that every libibverbs symbol Debian's
-// ibverbs-utils and perftest binaries reference, and the libraries they
-// load (librdmacm, the mlx5 and efa providers), is exported with the
-// version they ask for.
+// the version Debian's libibverbs or librdmacm gives its default
+// definition (but for the tests' private hooks), and that every
+// libibverbs and librdmacm symbol Debian's ibverbs-utils, rdmacm-utils
+// and perftest binaries reference, and the libraries they load
+// (librdmacm, the mlx5 and efa providers), is exported with the version
+// they ask for.
 func TestSymbolVersions(t *testing.T) {
 	built(t)
 	need(t, "objdump")
 	need(t, debianLib)
 	ours := dynsyms(t, filepath.Join(libDir, "libibverbs.so.1"), "", true)
+	need(t, debianCMLib)
 	debian := dynsyms(t, debianLib, "", true)
-	nibv := 0
+	debianCM := dynsyms(t, debianCMLib, "", true)
+	nibv, nrdma := 0, 0
 	for name, v := range ours {
 		switch {
 		case name == v: // the version's own entry
 		case v == "SOFTRDMA_PRIVATE":
+		case strings.HasPrefix(v, "RDMACM_"):
+			if debianCM[name] != v {
+				t.Errorf("%s@%s: Debian's librdmacm has %s@%q", name, v, name, debianCM[name])
+			}
+			nrdma++
 		case debian[name] != v:
 			t.Errorf("%s@%s: Debian's libibverbs has %s@%q", name, v, name, debian[name])
 		case strings.HasPrefix(name, "ibv_"):
@@ -131,11 +142,19 @@ func TestSymbolVersions(t *testing.T) {
 	if nibv < 60 {
 		t.Errorf("the library exports %d ibv_ functions", nibv)
 	}
+	if nrdma < 25 {
+		t.Errorf("the library exports %d librdmacm functions", nrdma)
+	}
+	if a, err := filepath.EvalSymlinks(filepath.Join(libDir, "librdmacm.so.1")); err != nil || filepath.Base(a) != "libibverbs.so.1" {
+		t.Errorf("librdmacm.so.1 is not the library under a second name: %q, %v", a, err)
+	}
 	users := []string{"/usr/lib/x86_64-linux-gnu/librdmacm.so.1", "/usr/lib/x86_64-linux-gnu/libmlx5.so.1", "/usr/lib/x86_64-linux-gnu/libefa.so.1"}
-	for _, bin := range append([]string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"}, perftests...) {
+	bins := []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
+		"rping", "ucmatose", "udaddy"}
+	for _, bin := range append(bins, perftests...) {
 		path, err := exec.LookPath(bin)
 		if err != nil {
-			t.Errorf("%s: %v (Debian's ibverbs-utils, perftest)", bin, err)
+			t.Errorf("%s: %v (Debian's ibverbs-utils, rdmacm-utils, perftest)", bin, err)
 			continue
 		}
 		users = append(users, path)
@@ -143,7 +162,7 @@ func TestSymbolVersions(t *testing.T) {
 	for _, path := range users {
 		n := 0
 		for name, v := range dynsyms(t, path, "", false) {
-			if !strings.HasPrefix(v, "IBVERBS_") {
+			if !strings.HasPrefix(v, "IBVERBS_") && !strings.HasPrefix(v, "RDMACM_") {
 				continue
 			}
 			n++
@@ -173,7 +192,7 @@ func gcc(t *testing.T, src string, args ...string) string {
 
 // TestABILayout compares the size and member offsets of every structure
 // the library exposes or reads (layout.h), as the library was compiled,
-// with the system's <infiniband/verbs.h>.
+// with the system's <infiniband/verbs.h> and <rdma/rdma_cma.h>.
 func TestABILayout(t *testing.T) {
 	built(t)
 	bin := gcc(t, "testdata/layout.c", "-ldl")

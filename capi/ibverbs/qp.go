@@ -118,30 +118,7 @@ func srdgo_query_qp(h C.uintptr_t, o *C.struct_ibv_qp_attr, init *C.struct_ibv_q
 		return C.EINVAL
 	}
 	a, ia := q.qp.Query()
-	o.qp_state = C.enum_ibv_qp_state(a.State)
-	o.cur_qp_state = C.enum_ibv_qp_state(a.CurState)
-	o.path_mtu = C.enum_ibv_mtu(a.PathMTU)
-	o.qkey = C.uint32_t(a.QKey)
-	o.rq_psn = C.uint32_t(a.RQPSN)
-	o.sq_psn = C.uint32_t(a.SQPSN)
-	o.dest_qp_num = C.uint32_t(a.DestQPN)
-	o.qp_access_flags = C.uint(a.AccessFlags)
-	capOut(a.Cap, &o.cap)
-	ahAttrOut(a.AH, &o.ah_attr)
-	o.pkey_index = C.uint16_t(a.PKeyIndex)
-	if a.EnSQDAsyncNotify {
-		o.en_sqd_async_notify = 1
-	}
-	if a.SQDraining {
-		o.sq_draining = 1
-	}
-	o.max_rd_atomic = C.uint8_t(a.MaxRdAtomic)
-	o.max_dest_rd_atomic = C.uint8_t(a.MaxDestRdAtomic)
-	o.min_rnr_timer = C.uint8_t(a.MinRNRTimer)
-	o.port_num = C.uint8_t(a.PortNum)
-	o.timeout = C.uint8_t(a.Timeout)
-	o.retry_cnt = C.uint8_t(a.RetryCnt)
-	o.rnr_retry = C.uint8_t(a.RNRRetry)
+	qpAttrOut(a, o)
 	capOut(ia.Cap, &init.cap)
 	if ia.SQSigAll {
 		init.sq_sig_all = 1
@@ -362,4 +339,32 @@ func srdgo_poll_cq(h C.uintptr_t, n C.int, out *C.struct_ibv_wc) C.int {
 		o.dlid_path_bits = C.uint8_t(w.DLIDPath)
 	}
 	return C.int(got)
+}
+
+// qpAttrOut fills a C ibv_qp_attr from a.
+func qpAttrOut(a verbs.QPAttr, o *C.struct_ibv_qp_attr) {
+	o.qp_state = C.enum_ibv_qp_state(a.State)
+	o.cur_qp_state = C.enum_ibv_qp_state(a.CurState)
+	o.path_mtu = C.enum_ibv_mtu(a.PathMTU)
+	o.qkey = C.uint32_t(a.QKey)
+	o.rq_psn = C.uint32_t(a.RQPSN)
+	o.sq_psn = C.uint32_t(a.SQPSN)
+	o.dest_qp_num = C.uint32_t(a.DestQPN)
+	o.qp_access_flags = C.uint(a.AccessFlags)
+	capOut(a.Cap, &o.cap)
+	ahAttrOut(a.AH, &o.ah_attr)
+	o.pkey_index = C.uint16_t(a.PKeyIndex)
+	if a.EnSQDAsyncNotify {
+		o.en_sqd_async_notify = 1
+	}
+	if a.SQDraining {
+		o.sq_draining = 1
+	}
+	o.max_rd_atomic = C.uint8_t(a.MaxRdAtomic)
+	o.max_dest_rd_atomic = C.uint8_t(a.MaxDestRdAtomic)
+	o.min_rnr_timer = C.uint8_t(a.MinRNRTimer)
+	o.port_num = C.uint8_t(a.PortNum)
+	o.timeout = C.uint8_t(a.Timeout)
+	o.retry_cnt = C.uint8_t(a.RetryCnt)
+	o.rnr_retry = C.uint8_t(a.RNRRetry)
 }

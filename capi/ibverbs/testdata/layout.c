@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 struct srd_layout_entry {
 	const char *name;
