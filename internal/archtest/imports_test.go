@@ -33,7 +33,9 @@ var layers = map[string]int{
 	"fabric/ibsim": 4,
 	// HCA ports of a fabric served to other processes and hosts.
 	"fabric/remote": 4,
-	"sm":            5, "sm/sa": 6, "sm/policy": 2,
+	// The subnet manager, its subnet administrator, and the partition and
+	// QoS policies it applies.
+	"sm": 5, "sm/sa": 6, "sm/policy": 2,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,
