@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"runtime/cgo"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -143,9 +144,14 @@ type cmID struct {
 	id   *rdmacm.ID
 	req  *rdmacm.ConnParam // a connect request's parameters, for rdma_accept(id, NULL)
 	cptr unsafe.Pointer    // C memory (struct srd_cm_id), not Go's
+	// gone is set when the program destroys the ID (rdma_destroy_id frees
+	// cptr right after): its events still queued are dropped, as the
+	// kernel drops a destroyed ID's pending events.
+	gone atomic.Bool
 }
 
 func (i *cmID) destroy() error {
+	i.gone.Store(true)
 	liveIDs.Delete(i)
 	return i.id.Destroy()
 }
@@ -491,6 +497,25 @@ func srdgo_cm_take_event(chh C.uintptr_t, o *C.struct_srd_cm_event_info) C.int {
 	c.q = c.q[1:]
 	c.mu.Unlock()
 
+	// An event of an ID the program has destroyed since it was queued (its
+	// C structure is freed), or a connect request to a destroyed listener,
+	// is dropped; ESTALE tells the caller to read the channel again (this
+	// event's count on the eventfd is the one it consumed).
+	if ev.ID != nil {
+		if i, ok := ev.ID.Context.(*cmID); ok && i.id == ev.ID && i.gone.Load() {
+			return C.ESTALE
+		}
+	}
+	if ev.ListenID != nil {
+		if l, ok := ev.ListenID.Context.(*cmID); ok && l.gone.Load() {
+			if ev.ID != nil && ev.ID != ev.ListenID {
+				if _, mine := ev.ID.Context.(*cmID); !mine {
+					ev.ID.Destroy()
+				}
+			}
+			return C.ESTALE
+		}
+	}
 	o.event = C.int(ev.Type)
 	o.status = C.int(ev.Status)
 	if ev.ID != nil {

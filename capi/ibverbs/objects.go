@@ -28,12 +28,19 @@ type object interface {
 
 // get returns the object of handle h as a T, or false for a handle of
 // another kind (a program passing the wrong object).
-func get[T object](h C.uintptr_t) (T, bool) {
-	var zero T
+func get[T object](h C.uintptr_t) (t T, ok bool) {
 	if h == 0 {
-		return zero, false
+		return t, false
 	}
-	t, ok := cgo.Handle(h).Value().(T)
+	// A handle already deleted (a program using an object it destroyed)
+	// makes Value panic: that is an invalid object, EINVAL, not a crash.
+	defer func() {
+		if recover() != nil {
+			var zero T
+			t, ok = zero, false
+		}
+	}()
+	t, ok = cgo.Handle(h).Value().(T)
 	return t, ok
 }
 

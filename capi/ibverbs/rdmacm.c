@@ -382,11 +382,16 @@ SRD_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 	uint64_t one;
 	// Blocks unless the program made the fd non-blocking (then EAGAIN),
 	// as reading the kernel's rdma_cm does.
-	if (read(ch->ch.fd, &one, sizeof(one)) != sizeof(one))
-		return -1;
 	struct srd_cm_event_info info;
-	memset(&info, 0, sizeof(info));
-	int err = srdgo_cm_take_event(ch->h, &info);
+	int err;
+	do {
+		if (read(ch->ch.fd, &one, sizeof(one)) != sizeof(one))
+			return -1;
+		memset(&info, 0, sizeof(info));
+		err = srdgo_cm_take_event(ch->h, &info);
+		// ESTALE: the event was for an ID destroyed since; it is dropped
+		// and the next one read.
+	} while (err == ESTALE);
 	if (err)
 		return SRD_ERR(err);
 	// The event and its private data in one allocation, freed by
