@@ -73,7 +73,12 @@ func TestCountersNames(t *testing.T) {
 // RNR NAKs to exhaustion, and retries to exhaustion.
 func TestCounters(t *testing.T) {
 	t.Run("traffic", func(t *testing.T) {
-		p := newPair(t, pairOpts{})
+		// The counts below are exact, so no retransmission may come from
+		// a timer firing early on a loaded machine: local ACK timeout 15
+		// (134 ms) instead of the default 12 (16.8 ms, which a -race run
+		// at load 12 overran once: "A sent 9 packets, B received 8"). Only
+		// the lost ACK waits for it.
+		p := newPair(t, pairOpts{timeout: 15})
 		ma, mb := p.reg(p.pa, 8192), p.reg(p.pb, 8192)
 		var dropWrite, dropAck atomic.Int32
 		var dropped atomic.Int32
