@@ -435,9 +435,13 @@ SRD_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, vo
 
 SRD_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	(void)cq;
-	(void)cqe;
-	return EOPNOTSUPP;
+	if (!cq)
+		return EINVAL;
+	int size = 0;
+	int err = srdgo_resize_cq(((struct srd_cq *)cq)->h, cqe, &size);
+	if (!err)
+		cq->cqe = size;
+	return err;
 }
 
 SRD_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)

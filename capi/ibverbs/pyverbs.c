@@ -87,17 +87,20 @@ SRD_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode 
 	return 0;
 }
 
-// ibv_rereg_mr changes a registration in place.
+// ibv_rereg_mr changes a registration in place. libibverbs checks the
+// arguments, then asks the kernel, which refuses for rxe on Linux 6.1
+// (IBV_REREG_MR_ERR_CMD, EOPNOTSUPP); softrdma answers the same.
 SRD_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
 {
-	(void)mr;
-	(void)flags;
 	(void)pd;
-	(void)addr;
-	(void)length;
-	(void)access;
+	if (!mr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
 	errno = EOPNOTSUPP;
-	return IBV_REREG_MR_ERR_INPUT;
+	return IBV_REREG_MR_ERR_CMD;
 }
 
 // Enhanced connection establishment is a vendor option exchanged in the
