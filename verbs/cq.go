@@ -127,7 +127,11 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 }
 
 // Cap returns the number of completions the CQ holds.
-func (cq *CQ) Cap() int { return len(cq.ring) }
+func (cq *CQ) Cap() int {
+	cq.mu.Lock() // Resize replaces the ring
+	defer cq.mu.Unlock()
+	return len(cq.ring)
+}
 
 // Poll moves up to len(wc) completions into wc and returns how many. It does
 // not allocate. If the CQ is empty it first receives what the link holds,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include "srd.h"
+#include "mw.h"
 #include "_cgo_export.h"
 
 #define SRD_EXPORT __attribute__((visibility("default")))
@@ -133,6 +134,7 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_send = srd_post_send;
 	c->ops.post_recv = srd_post_recv;
 	c->ops.post_srq_recv = srd_post_srq_recv;
+	srd_set_mw_ops(&c->ops); // mw.c
 	sc->vctx.sz = sizeof(sc->vctx);
 	sc->vctx.query_port = srd_query_port;
 	sc->vctx.query_device_ex = srd_query_device_ex;
@@ -433,9 +435,13 @@ SRD_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, vo
 
 SRD_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 {
-	(void)cq;
-	(void)cqe;
-	return EOPNOTSUPP;
+	if (!cq)
+		return EINVAL;
+	int size = 0;
+	int err = srdgo_resize_cq(((struct srd_cq *)cq)->h, cqe, &size);
+	if (!err)
+		cq->cqe = size;
+	return err;
 }
 
 SRD_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
@@ -704,9 +710,13 @@ SRD_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uin
 
 SRD_EXPORT int ibv_fork_init(void)
 {
-	// A Go runtime does not survive fork without exec: say so rather than
-	// promise a safe fork.
-	return EOPNOTSUPP;
+	// softrdma pins no pages: the engine reaches registered memory through
+	// the process's own mappings, which stay right in the parent across
+	// fork (copy on write), so there is nothing to set up, as on a kernel
+	// with copy-on-fork for pinned pages (ibv_is_fork_initialized says
+	// IBV_FORK_UNNEEDED). The child cannot use the library: a Go runtime
+	// does not survive fork without exec.
+	return 0;
 }
 
 SRD_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)

@@ -191,6 +191,8 @@ func (q *qp) convertSend(w *C.struct_ibv_send_wr, sw *verbs.SendWR) error {
 		a := (*C.struct_srd_wr_atomic)(u)
 		sw.RemoteAddr, sw.RKey = uint64(a.remote_addr), wire.RKey(a.rkey)
 		sw.CompareAdd, sw.Swap = uint64(a.compare_add), uint64(a.swap)
+	case verbs.WRBindMW:
+		return convertBind(w, sw) // mw.go
 	}
 	if q.typ == verbs.UD {
 		ud := (*C.struct_srd_wr_ud)(u)
