@@ -23,18 +23,18 @@ import (
 )
 
 // serveIBWithSA serves net.2sw2path4hca's CA ports (serveIB) with
-// softrdma's SM at Hca3 and its SA answering on Hca3's data-plane port
-// (startFabricSA), as `softrdma fabric` runs them.
+// softrdma's SM and SA at Hca3 (startSMSA over sm.FabricTransport), as
+// `softrdma fabric` runs them: the fabric carries the HCAs' SA queries to
+// the SA and its answers back on the data plane.
 func serveIBWithSA(t *testing.T) *ibNet {
 	t.Helper()
 	n := serveIB(t)
 	quiet := slog.New(slog.DiscardHandler)
-	node := n.f.NodeByName("Hca3")
-	tr, err := sm.FabricTransport(n.f, node, 1)
+	tr, err := sm.FabricTransport(n.f, n.f.NodeByName("Hca3"), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sm.New(tr, sm.Config{Logger: quiet})
+	m, err := startSMSA(tr, sm.Config{Logger: quiet}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +44,6 @@ func serveIBWithSA(t *testing.T) *ibNet {
 	if err := m.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stop, err := startFabricSA(n.f, node, 1, m, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
 	return n
 }
 
@@ -79,8 +74,8 @@ func TestCMToolsIB(t *testing.T) {
 	if strings.Count(c, "ping data: rdma-ping-") != 3 || strings.Count(s, "server ping data: rdma-ping-") != 3 {
 		t.Fatalf("ping:\nclient:\n%s\nserver:\n%s", c, s)
 	}
-	if st := n.f.DataStats(); st.Forwarded == 0 || st.Delivered == 0 {
-		t.Fatalf("no packet crossed the switches: %+v", st)
+	if st := n.f.DataStats(); st.Forwarded == 0 || st.Delivered == 0 || st.ToClients == 0 || st.FromClients == 0 {
+		t.Fatalf("no packet crossed the switches, or none to the SA and back: %+v", st)
 	}
 	runC := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runCmatose(ctx, args, out) }
 	s, c = runPair(t, runC,
@@ -120,8 +115,8 @@ func TestCMToolsIB(t *testing.T) {
 	}
 }
 
-// TestFabricCommandSA: `softrdma fabric -sa` runs the SM and the SA at its
-// first CA port (Hca1) and serves the others; ping between Hca3 (Switch1)
+// TestFabricCommandSA: `softrdma fabric` runs the SM and its SA at its
+// first CA port (Hca1) and serves the CA ports; ping between Hca3 (Switch1)
 // and Hca2 (Switch2), in this process but through fabric/remote as other
 // processes would, resolves its route through that SA.
 func TestFabricCommandSA(t *testing.T) {
@@ -132,7 +127,7 @@ func TestFabricCommandSA(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", addr, "-sa", topo}, io.Discard) }()
+	go func() { done <- runFabric(ctx, []string{"-s", sock, "-hca", addr, topo}, io.Discard) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -182,5 +177,13 @@ func TestFabricCommandSA(t *testing.T) {
 		append(ibf("Hca3"), "-c", "-a", g2, "-p", "7175", "-C", "2", "-vV", "-S", "100"))
 	if strings.Count(c, "ping data: rdma-ping-") != 2 || strings.Count(s, "server ping data: rdma-ping-") != 2 {
 		t.Fatalf("ping:\nclient:\n%s\nserver:\n%s", c, s)
+	}
+	// Hca1 is the SM's port, served to a device too: its SA queries go to
+	// its own LID, where the SA (not the device's GSI) answers.
+	s, c = runPair(t, run,
+		append(ibf("Hca2"), "-s", "-a", g2, "-v", "-p", "7176", "-S", "100"),
+		append(ibf("Hca1"), "-c", "-a", g2, "-p", "7176", "-C", "2", "-vV", "-S", "100"))
+	if strings.Count(c, "ping data: rdma-ping-") != 2 || strings.Count(s, "server ping data: rdma-ping-") != 2 {
+		t.Fatalf("ping from the SM's port:\nclient:\n%s\nserver:\n%s", c, s)
 	}
 }
