@@ -1,9 +1,11 @@
 package fabric
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/fabric/vl"
 	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
@@ -238,4 +240,32 @@ func TestClientsSelfQuery(t *testing.T) {
 	if st := dn.f.DataStats(); st.ToClients != 2 || st.FromClients != 1 || st.Delivered != 1 {
 		t.Errorf("%+v", st)
 	}
+}
+
+// FuzzClientIngress puts arbitrary packets on the SM's CA port (a
+// management client, no HCA): nothing panics, and what reaches the client
+// is one well-formed MAD to QP1 with the GSI Q_Key.
+func FuzzClientIngress(f *testing.F) {
+	dn := sweepData(f, readFile(f, "testdata/net.2sw2path4hca"), "Hca3")
+	fab := dn.f
+	h := dn.hcas["Hca3"]
+	f.Add(uint8(0), gsiPkt(f, h.lid, dn.sm.lid, 7, mad.GSIQKey, nil, gsiMAD(mad.ClassSubnAdm, mad.MethodGet, 1)))
+	g := &wire.GRHFields{HopLmt: 1}
+	f.Add(uint8(0), gsiPkt(f, h.lid, dn.sm.lid, 1, mad.GSIQKey, g, gsiMAD(mad.ClassSubnAdm, mad.MethodGetTable, 2)))
+	f.Add(uint8(0), gsiPkt(f, h.lid, dn.sm.lid, 1, 0x1234, nil, gsiMAD(mad.ClassCM, mad.MethodSend, 3)))
+	f.Add(uint8(0), pkt(f, h.lid, dn.sm.lid, 0, 0, 0xFFFF, 1, 30))
+	p := fab.NodeByName("Hca1").port(1)
+	f.Fuzz(func(t *testing.T, v uint8, b []byte) {
+		v &= 15
+		good := frameOK(b) && wire.LRH(b).VL() == v
+		var out []delivery
+		fab.mu.Lock()
+		fab.dp.arriveCA(p, nil, vl.Delivery{VL: v, Data: bytes.Clone(b)}, good, &out)
+		fab.mu.Unlock()
+		for _, d := range out {
+			if len(d.d.MAD) != mad.Size || d.d.DQP != 1 || d.d.QKey != mad.GSIQKey {
+				t.Fatalf("to the client: %+v", d.d)
+			}
+		}
+	})
 }
