@@ -35,6 +35,13 @@ type ibNet struct {
 
 func newIBNet(t testing.TB, withSA bool) *ibNet {
 	t.Helper()
+	return newIBNetCfg(t, withSA, sm.Config{})
+}
+
+// newIBNetCfg is newIBNet with the SM configured by cfg (its Logger set
+// here).
+func newIBNetCfg(t testing.TB, withSA bool, cfg sm.Config) *ibNet {
+	t.Helper()
 	text, err := os.ReadFile("../fabric/testdata/net.2sw2path4hca")
 	if err != nil {
 		t.Fatal(err)
@@ -54,15 +61,16 @@ func newIBNet(t testing.TB, withSA bool) *ibNet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Logger = quiet
 	if withSA {
-		x, err := sa.Attach(tr, sm.Config{Logger: quiet}, sa.Config{Logger: quiet})
+		x, err := sa.Attach(tr, cfg, sa.Config{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		n.mgr, n.sa = x.Manager, x.SA
 		t.Cleanup(func() { x.Close() })
 	} else {
-		if n.mgr, err = sm.New(tr, sm.Config{Logger: quiet}); err != nil {
+		if n.mgr, err = sm.New(tr, cfg); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { n.mgr.Close() })
@@ -208,7 +216,7 @@ func TestIBConnect(t *testing.T) {
 		}
 	}
 	if err := ca.ID.LoadAltPath(ctx, d3.GIDs()[0].Addr(), d4.GIDs()[0].Addr()); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("LoadAltPath on an InfiniBand port: %v, want ErrInvalid", err)
+		t.Fatalf("LoadAltPath with LMC 0 (no second path): %v, want ErrInvalid", err)
 	}
 	exchange(t, ca, cb, []byte("SEND from Hca3 to Hca4"))
 	exchange(t, cb, ca, []byte("SEND from Hca4 to Hca3"))
