@@ -171,7 +171,8 @@ func startFabricSA(t *testing.T, nodes ...string) (addr, g2 string) {
 // first CA port (Hca1) and serves the CA ports; ping between Hca3
 // (Switch1) and Hca2 (Switch2), in this process but through fabric/remote
 // as other processes would, resolves its route through that SA, and so
-// does ping from Hca1, the SM's own port.
+// does ping from Hca1, the SM's own port; cmatose and perf write_bw -R
+// run between Hca3 and Hca2 the same way.
 func TestFabricCommandSA(t *testing.T) {
 	addr, g2 := startFabricSA(t, "Hca2", "Hca3")
 	ibf := func(node string) []string { return []string{"--fabric", addr, "--hca", node} }
@@ -189,6 +190,21 @@ func TestFabricCommandSA(t *testing.T) {
 		append(ibf("Hca1"), "-c", "-a", g2, "-p", "7176", "-C", "2", "-vV", "-S", "100"))
 	if strings.Count(c, "ping data: rdma-ping-") != 2 || strings.Count(s, "server ping data: rdma-ping-") != 2 {
 		t.Fatalf("ping from the SM's port:\nclient:\n%s\nserver:\n%s", c, s)
+	}
+	runC := func(ctx context.Context, args []string, out *bytes.Buffer) error { return runCmatose(ctx, args, out) }
+	s, c = runPair(t, runC,
+		append(ibf("Hca2"), "-b", g2, "-c", "2", "-C", "10"),
+		append(ibf("Hca3"), "-s", g2, "-c", "2", "-C", "10"))
+	for _, out := range []string{s, c} {
+		if !strings.Contains(out, "data transfers complete") || !strings.Contains(out, "return status 0") {
+			t.Fatalf("cmatose output:\n%s", out)
+		}
+	}
+	tcp := freeTCPPort(t)
+	sout, cout := runIBPair(t, runPerf, append([]string{"write_bw", "-R", "-p", tcp, "-s", "65536", "-n", "20"}, ibf("Hca2")...),
+		append([]string{"write_bw", "-R", "-p", tcp, "-s", "65536", "-n", "20"}, append(ibf("Hca3"), g2)...))
+	if !strings.Contains(sout, "Data ex. method : rdma_cm") || !strings.Contains(cout, " 65536      20 ") {
+		t.Fatalf("perf -R:\nserver:\n%s\nclient:\n%s", sout, cout)
 	}
 }
 
