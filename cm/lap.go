@@ -128,6 +128,9 @@ func (m *Manager) onLAPLocked(ds *deliveries, tid uint64, r mad.LAP) {
 	c.lapIn = true
 	c.lapInAlt = Path{SGIDIndex: idx, DGID: ap.LocalGID, FlowLabel: ap.FlowLabel, TrafficClass: ap.TrafficClass,
 		HopLimit: ap.HopLimit}
+	if m.ib {
+		c.lapInAlt = pathFromREQ(ap, idx, true) // its LIDs and SL, seen from here
+	}
 	alt := c.lapInAlt
 	ds.add(c, nil, &Event{Type: EventLAP, LAP: &f, AltPath: &alt, PrivateData: f.PrivateData[:]})
 }

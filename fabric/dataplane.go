@@ -75,12 +75,23 @@ type DataStats struct {
 	PKey uint64
 	// NoHCA: arrived at a CA port with no started HCA connected.
 	NoHCA uint64
+	// ToClients: GSI MADs that arrived at a CA port for its management
+	// clients (an SM's SA), handed to them instead of an HCA.
+	ToClients uint64
+	// FromClients: GSI MADs clients sent onto the data plane (answers to
+	// ToClients' requests, MADs for an HCA's GSI), each counted once
+	// whether it left or was dropped (as Inactive, BadSL or ClientDrops).
+	FromClients uint64
+	// ClientDrops: a MAD for clients with a bad P_Key or Q_Key, none left
+	// to take it, or a client's packet beyond the queue for its link.
+	ClientDrops uint64
 }
 
 type dataStats struct {
 	injected, forwarded, delivered                                       atomic.Uint64
 	malformed, badVL15, noRoute, toSwitch, inactive, badSL, switchAgents atomic.Uint64
 	pkey, noHCA                                                          atomic.Uint64
+	toClients, fromClients, clientDrops                                  atomic.Uint64
 }
 
 // dataPlane is the running data plane of a fabric.
@@ -92,6 +103,10 @@ type dataPlane struct {
 	links  []*vl.Link
 	kick   chan struct{} // the SM may have changed attributes: recheck
 	stats  dataStats
+
+	// Management clients on the data plane (gsibridge.go).
+	mgmtTx chan hop                     // clients' packets for their links
+	dpReqs map[dpReqKey]*wire.GRHFields // guarded by f.mu
 }
 
 // dataPort is a port's data plane state.
@@ -138,7 +153,7 @@ func (f *Fabric) startDataPlane() (*dataPlane, error) {
 		return f.dp, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	dp := &dataPlane{f: f, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1)}
+	dp := &dataPlane{f: f, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), mgmtTx: make(chan hop, mgmtTxQueue)}
 	for _, n := range f.nodes {
 		for _, p := range n.ports {
 			if p == nil {
@@ -182,8 +197,9 @@ func (f *Fabric) startDataPlane() (*dataPlane, error) {
 			}
 		}
 	}
-	dp.wg.Add(1)
+	dp.wg.Add(2)
 	go dp.watch()
+	go dp.clientTx()
 	f.dp = dp
 	return dp, nil
 }
@@ -570,6 +586,7 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 	batch := make([][]byte, 0, rxBatch)
 	ds := make([]vl.Delivery, 0, rxBatch)
 	var good [rxBatch]bool
+	var mgmt []delivery // MADs for the port's management clients
 	vcrc := checksVCRC(p)
 	for {
 		d, err := l.RecvAny(dp.ctx)
@@ -593,12 +610,20 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 		if h != nil {
 			recv = h.recv
 		}
+		mgmt = mgmt[:0]
 		for i, d := range ds {
-			if dp.arriveCA(p, h, d, good[i]) {
+			if dp.arriveCA(p, h, d, good[i], &mgmt) {
 				batch = append(batch, d.Data)
 			}
 		}
 		dp.f.mu.Unlock()
+		for i, d := range mgmt {
+			if !d.c.closed.Load() {
+				dp.f.delivered.Add(1)
+				d.c.deliver(d.d)
+			}
+			mgmt[i] = delivery{}
+		}
 		if len(batch) > 0 {
 			h.deliver(recv, batch)
 		}
@@ -606,8 +631,9 @@ func (dp *dataPlane) caIn(p *nodePort, l *vl.Link) {
 }
 
 // arriveCA checks a packet arriving at CA port p for HCA h (nil if none)
-// and counts it; good is as for route. It runs under f.mu.
-func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool) bool {
+// and counts it; good is as for route. A GSI MAD for the port's management
+// clients goes on mgmt instead (gsibridge.go). It runs under f.mu.
+func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool, mgmt *[]delivery) bool {
 	st := &dp.stats
 	p.cnt.rcvPkts++
 	p.cnt.rcvData += words(d.Data)
@@ -622,6 +648,8 @@ func (dp *dataPlane) arriveCA(p *nodePort, h *hcaPort, d vl.Delivery, good bool)
 	case !vl15OK(d.Data, d.VL == vl.VL15):
 		p.cnt.rcvErrors++
 		st.badVL15.Add(1)
+		return false
+	case d.VL != vl.VL15 && dp.toClientsDP(p, h, d.Data, mgmt):
 		return false
 	case h == nil || h.recv == nil || h.closed.Load():
 		st.noHCA.Add(1)
@@ -650,6 +678,7 @@ func (f *Fabric) DataStats() DataStats {
 		Malformed: s.malformed.Load(), BadVL15: s.badVL15.Load(), NoRoute: s.noRoute.Load(),
 		ToSwitch: s.toSwitch.Load(), SwitchAgents: s.switchAgents.Load(), Inactive: s.inactive.Load(), BadSL: s.badSL.Load(),
 		PKey: s.pkey.Load(), NoHCA: s.noHCA.Load(),
+		ToClients: s.toClients.Load(), FromClients: s.fromClients.Load(), ClientDrops: s.clientDrops.Load(),
 	}
 }
 

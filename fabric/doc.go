@@ -28,4 +28,11 @@
 // A CA port counts a packet for QP1 with a P_Key or Q_Key it does not
 // accept in PortInfo and sends trap 257 or 258 to its SM. Options.LinkRate
 // gives the links a wire speed, so that VL arbitration shares a busy link.
+//
+// The two planes meet where management does: a switch's SMA and PMA answer
+// requests HCAs send to the switch's LID on the data plane, and a CA port's
+// management clients (an SM with its SA) get the GSI MADs HCAs send there
+// (SA queries, RMPP ACKs; every GSI MAD when no HCA is connected at the
+// port), their answers going back on the data plane to the requester's LID
+// and QP; a client's GMP for an HCA's LID travels on the data plane too.
 package fabric

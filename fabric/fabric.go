@@ -600,7 +600,9 @@ type Client struct {
 // the client that sent the request, when several share the port), traps,
 // SMInfo if the port is an SM's (SetIsSM), and other requests (to every
 // client of the port), and StatusTimeout
-// reports of its requests that were dropped. deliver must not block long,
+// reports of its requests that were dropped; at a CA port, also the GSI
+// MADs HCAs send to it on the data plane that the clients serve (see the
+// package documentation). deliver must not block long,
 // and must not call Fabric.Close (which waits for the goroutine calling
 // it); it may call Send, Query and Client.Close.
 func (f *Fabric) Attach(n *Node, port int, deliver func(*Datagram)) (*Client, error) {
@@ -625,7 +627,9 @@ func (f *Fabric) Attach(n *Node, port int, deliver func(*Datagram)) (*Client, er
 }
 
 // Send sends d from the client's port: directed-route SMPs along their
-// path, LID-routed MADs by the switches' LFTs. The fabric copies d; the
+// path, LID-routed MADs by the switches' LFTs (on the data plane, from a CA
+// port, when they answer an HCA's request that came that way or are for an
+// HCA's GSI). The fabric copies d; the
 // result arrives later through deliver. It fails with ErrBadMAD if d.MAD is
 // not one MAD, ErrBusy if the fabric's queue is full, ErrClosed after
 // Close.

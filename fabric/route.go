@@ -64,6 +64,9 @@ func (f *Fabric) carry(j job, out *[]delivery, pending *[]job) {
 	if d.SLID == 0 {
 		d.SLID = j.src.node.smaPort(j.src).pi.LID
 	}
+	if j.from != nil && f.fromClientDP(j.src, d) {
+		return // for an HCA: on the data plane (gsibridge.go)
+	}
 	dest, in, why := f.lidRoute(j.src, d.DLID, isSMClass(class))
 	if dest == nil {
 		drop(why)

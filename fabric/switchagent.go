@@ -5,8 +5,6 @@
 package fabric
 
 import (
-	"github.com/softrdma/softrdma/fabric/vl"
-	"github.com/softrdma/softrdma/wire"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -19,21 +17,16 @@ import (
 // no way out is dropped and counted on its port. It runs under f.mu.
 func (dp *dataPlane) switchAgents(in *nodePort, pkt []byte, onVL15 bool, out []hop) (_ []hop, ok bool) {
 	f := dp.f
-	p, err := wire.ParseIB(pkt)
-	if err != nil || p.GRH() != nil {
+	mp, ok := parseMADPacket(pkt)
+	if !ok || mp.grh != nil {
 		return out, false
 	}
-	t := p.Transport()
-	bth, deth := t.BTH(), t.DETH()
-	req := t.Payload()
-	if t.Info() == nil || bth.Opcode() != wire.UDSendOnly || len(req) != mad.Size || req[0] != mad.BaseVersion {
-		return out, false
-	}
+	req := mp.mad
 	m := mad.MAD(req)
-	qp, class, method, attr := bth.DestQP(), m.MgmtClass(), m.Method(), m.AttributeID()
+	qp, class, method, attr := mp.destQP, m.MgmtClass(), m.Method(), m.AttributeID()
 	switch {
 	case qp == 0 && class == mad.ClassSubnLID:
-	case qp == 1 && class == mad.ClassPerf && deth.QKey() == mad.GSIQKey:
+	case qp == 1 && class == mad.ClassPerf && mp.qkey == mad.GSIQKey:
 	default:
 		return out, false
 	}
@@ -71,41 +64,11 @@ func (dp *dataPlane) switchAgents(in *nodePort, pkt []byte, onVL15 bool, out []h
 	dp.stats.switchAgents.Add(1)
 
 	// The answer, from the switch's LID to the requester's.
-	lrh := p.LRH()
-	dlid := lrh.SLID()
-	num := mad.LinearFTNoRoute
-	if dlid != 0 && dlid <= in.node.sw.info.LinearFDBTop {
-		num = int(in.node.sw.lft[dlid])
-	}
-	if num == 0 || num == mad.LinearFTNoRoute || num >= len(in.node.ports) {
-		dp.stats.noRoute.Add(1)
+	eg, v, b := dp.agentAnswer(in, &mp, resp, onVL15)
+	if eg == nil || b == nil {
 		return out, true
-	}
-	eg := in.node.ports[num]
-	if !linkUsable(eg, onVL15) {
-		eg.cnt.xmitDiscards++
-		dp.stats.inactive.Add(1)
-		return out, true
-	}
-	outVL := uint8(vl.VL15)
-	if !onVL15 {
-		outVL = sl2vl(eg.sl2vl[0], lrh.SL())
-		if int(outVL) >= min(vlCount(eg.pi.OperationalVLs), eg.dp.tx.DataVLs()) {
-			eg.cnt.xmitDiscards++
-			dp.stats.badSL.Add(1)
-			return out, true
-		}
-	}
-	h := wire.Headers{
-		BTH:  wire.BTHFields{Opcode: wire.UDSendOnly, PKey: bth.PKey(), DestQP: deth.SrcQP()},
-		DETH: wire.DETHFields{QKey: deth.QKey(), SrcQP: qp},
-	}
-	fr := wire.IBFraming{LRH: wire.LRHFields{VL: outVL, SL: lrh.SL(), DLID: dlid, SLID: lrh.DLID()}}
-	b := make([]byte, wire.IBPacketLen(wire.UDSendOnly, len(resp), false))
-	if _, err := wire.BuildIB(b, &fr, &h, resp); err != nil {
-		return out, true // cannot happen: a MAD in a UD SEND fits
 	}
 	eg.cnt.xmitPkts++
 	eg.cnt.xmitData += words(b)
-	return append(out, hop{eg: eg, vl: outVL, pkt: b}), true
+	return append(out, hop{eg: eg, vl: v, pkt: b}), true
 }

@@ -22,22 +22,48 @@ import (
 // migrates to the alternate one and raises verbs.EventPathMig. Set it after
 // ResolveRoute and before Connect; the passive side needs nothing: it takes
 // the path from the REQ.
+//
+// On an InfiniBand port the alternate path is a second PathRecord from the
+// SA (ibaltpath.go): between the same GIDs, by LIDs other than the
+// resolved route's at both ends (the ports need an LMC above 0, and the SM
+// routes their LIDs over different links where the fabric has them). The
+// REQ's alternate path fields carry its LIDs and SL.
 func (id *ID) SetAltPath(src, dst netip.Addr) error {
+	check := func() error {
+		switch id.state {
+		case idDestroyed:
+			return errf(ErrClosed, "ID destroyed")
+		case idAddrResolved, idRouteResolved:
+		default:
+			return errf(ErrState, "alternate path set outside address or route resolved")
+		}
+		if id.dev == nil {
+			return errf(ErrState, "ID has no device: resolve an address first")
+		}
+		return nil
+	}
 	id.mu.Lock()
-	defer id.mu.Unlock()
-	switch id.state {
-	case idDestroyed:
-		return errf(ErrClosed, "ID destroyed")
-	case idAddrResolved, idRouteResolved:
-	default:
-		return errf(ErrState, "alternate path set outside address or route resolved")
-	}
-	if id.dev == nil {
-		return errf(ErrState, "ID has no device: resolve an address first")
-	}
-	p, err := id.altPathFor(src, dst)
+	err := check()
+	id.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ibAltTimeout)
+	defer cancel()
+	ibp, isIB, err := id.ibAltPath(ctx, src, dst)
+	if err != nil {
+		return err
+	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if err := check(); err != nil {
+		return err
+	}
+	p := ibp
+	if !isIB {
+		if p, err = id.altPathFor(src, dst); err != nil {
+			return err
+		}
 	}
 	id.alt = &p
 	return nil
@@ -59,6 +85,9 @@ func (id *ID) withAltLocked(a *verbs.QPAttr, mask verbs.AttrMask) verbs.AttrMask
 	if a.AltAH.HopLimit == 0 {
 		a.AltAH.HopLimit = 64
 	}
+	if ah, ok := id.ibAH(p); ok { // by LID on an InfiniBand port
+		a.AltAH = ah
+	}
 	a.AltPortNum, a.AltTimeout, a.PathMigState = 1, a.Timeout, verbs.MigRearm
 	return mask | verbs.AttrAltPath | verbs.AttrPathMigState
 }
@@ -68,11 +97,6 @@ func (id *ID) withAltLocked(a *verbs.QPAttr, mask verbs.AttrMask) verbs.AttrMask
 func (id *ID) altPathFor(src, dst netip.Addr) (cm.Path, error) {
 	if !dst.IsValid() || dst.IsUnspecified() {
 		return cm.Path{}, errf(ErrInvalid, "alternate destination %v", dst)
-	}
-	if id.dev.isIB() {
-		// An alternate path on InfiniBand would need its own PathRecord
-		// (other LIDs); not done yet.
-		return cm.Path{}, errf(ErrInvalid, "alternate paths on the InfiniBand port of %s are not supported", id.dev.dev.Name())
 	}
 	idx := id.dev.dev.GIDIndex(wire.GIDFromAddr(src))
 	if idx < 0 {
@@ -93,6 +117,10 @@ func (id *ID) altPathFor(src, dst netip.Addr) (cm.Path, error) {
 // (no answer after the CM's retries). The ID must be established, with its
 // QP created by CreateQP on either side (a peer without one refuses).
 func (id *ID) LoadAltPath(ctx context.Context, src, dst netip.Addr) error {
+	ibp, isIB, err := id.ibAltPath(ctx, src, dst) // ibaltpath.go
+	if err != nil {
+		return err
+	}
 	id.mu.Lock()
 	if id.state != idEstablished || id.conn == nil || id.ps != PortSpaceTCP {
 		id.mu.Unlock()
@@ -102,10 +130,12 @@ func (id *ID) LoadAltPath(ctx context.Context, src, dst netip.Addr) error {
 		id.mu.Unlock()
 		return errf(ErrState, "an alternate path is being loaded")
 	}
-	p, err := id.altPathFor(src, dst)
-	if err != nil {
-		id.mu.Unlock()
-		return err
+	p := ibp
+	if !isIB {
+		if p, err = id.altPathFor(src, dst); err != nil {
+			id.mu.Unlock()
+			return err
+		}
 	}
 	timeout := id.ackTimeoutLocked(ackTimeout)
 	if id.qp != nil {
@@ -145,6 +175,9 @@ func (id *ID) loadAltLocked(p cm.Path, timeout uint8) error {
 	a := verbs.QPAttr{AltAH: verbs.AHAttr{DGID: p.DGID, SGIDIndex: p.SGIDIndex, FlowLabel: p.FlowLabel,
 		HopLimit: max(p.HopLimit, 1), TrafficClass: p.TrafficClass, PortNum: 1},
 		AltPortNum: 1, AltTimeout: timeout, PathMigState: verbs.MigRearm}
+	if ah, ok := id.ibAH(p); ok { // by LID on an InfiniBand port
+		a.AltAH = ah
+	}
 	mask := verbs.AttrAltPath | verbs.AttrPathMigState
 	if cur, _ := id.qp.Query(); cur.PathMigState == verbs.MigArmed {
 		mask = verbs.AttrAltPath

@@ -507,6 +507,7 @@ func (id *ID) Destroy() error {
 	if qp != nil {
 		qp.Destroy()
 	}
+	id.leaveIBAll() // ibmcast.go
 	if !isChild {
 		id.s.releasePort(id, port)
 	}

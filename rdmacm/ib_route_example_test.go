@@ -10,25 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softrdma/softrdma/cm"
 	"github.com/softrdma/softrdma/fabric"
 	"github.com/softrdma/softrdma/link/ib"
 	"github.com/softrdma/softrdma/rdmacm"
 	"github.com/softrdma/softrdma/sm"
 	"github.com/softrdma/softrdma/sm/sa"
 	"github.com/softrdma/softrdma/verbs"
-	"github.com/softrdma/softrdma/wire/mad"
 )
-
-// saPort is the SA's sm.Transport over a cm.Manager's QP1 (answers only;
-// requests arrive through cm.Options.GMP).
-type saPort struct{ m *cm.Manager }
-
-func (p *saPort) Send(d *sm.Datagram) error {
-	return p.m.SendGMP(cm.Path{DLID: d.DLID, SL: d.SL}, d.MAD)
-}
-func (p *saPort) Recv(ctx context.Context) (*sm.Datagram, error) { <-ctx.Done(); return nil, ctx.Err() }
-func (p *saPort) Close() error                                   { return nil }
 
 // openHCA opens a verbs device on port 1 of a CA of the fabric and waits
 // for the SM to bring it up.
@@ -55,8 +43,9 @@ func openHCA(f *fabric.Fabric, name string) *verbs.Device {
 
 // On an InfiniBand fabric rdma_cm addresses a port by its GID and asks the
 // subnet administrator for the route: here softrdma's SM sweeps a fabric
-// of two switches from Hca1, the SA answers on Hca1's QP1, and Hca3 (on
-// Switch1) resolves the route to Hca2 (on Switch2).
+// of two switches from Hca1, its SA beside it (sa.Attach) answers the
+// queries that reach Hca1's QP1 on the fabric, and Hca3 (on Switch1)
+// resolves the route to Hca2 (on Switch2).
 func Example_infiniBandRoute() {
 	text, err := os.ReadFile("../fabric/testdata/net.2sw2path4hca")
 	if err != nil {
@@ -76,7 +65,7 @@ func Example_infiniBandRoute() {
 	if err != nil {
 		panic(err)
 	}
-	mgr, err := sm.New(t, sm.Config{Logger: quiet})
+	mgr, err := sa.Attach(t, sm.Config{Logger: quiet}, sa.Config{Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
@@ -86,23 +75,6 @@ func Example_infiniBandRoute() {
 	if err := mgr.Sweep(ctx); err != nil {
 		panic(err)
 	}
-
-	// The SA on the SM's port: SubnAdm MADs from QP1 go to the server.
-	d1 := openHCA(f, "Hca1")
-	defer d1.Close()
-	port := &saPort{}
-	srv, err := sa.New(mgr, port, sa.Config{Logger: quiet})
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	port.m, err = cm.New(d1, &cm.Options{Logger: quiet, GMP: func(from cm.Path, msg mad.MAD) {
-		srv.Handle(&sm.Datagram{SLID: from.DLID, SQP: 1, DQP: 1, SL: from.SL, PKey: 0xFFFF, QKey: verbs.GSIQKey, MAD: msg})
-	}})
-	if err != nil {
-		panic(err)
-	}
-	defer port.m.Close()
 
 	d3, d2 := openHCA(f, "Hca3"), openHCA(f, "Hca2")
 	defer d3.Close()

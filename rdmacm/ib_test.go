@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,17 +18,14 @@ import (
 	"github.com/softrdma/softrdma/sm/sa"
 	"github.com/softrdma/softrdma/verbs"
 	"github.com/softrdma/softrdma/wire"
-	"github.com/softrdma/softrdma/wire/mad"
 )
 
 // ibNet is an in-process InfiniBand fabric (net.2sw2path4hca: Hca1 and
 // Hca3 on Switch1, Hca2 and Hca4 on Switch2) swept by softrdma's SM at
-// Hca1, with the SA (unless withSA is false) answering on QP1 of a verbs
-// device on the same port (the fabric's data plane carries the SA's
-// GMPs to a verbs device, not to the SM's management client): a
-// cm.Manager there hands it the SA requests (cm.Options.GMP) and sends
-// its answers (SendGMP). rdma_cms over verbs devices on the other HCAs
-// are opened by the test.
+// Hca1, with its SA beside it (sa.Attach, unless withSA is false): the
+// fabric hands the SA the GSI MADs HCAs send to the SM's port on the data
+// plane and puts its answers back there. rdma_cms over verbs devices on
+// the other HCAs are opened by the test.
 type ibNet struct {
 	t   testing.TB
 	f   *fabric.Fabric
@@ -37,29 +33,14 @@ type ibNet struct {
 	sa  *sa.Server
 }
 
-// gsiTransport is the SA's sm.Transport over a cm.Manager's GSI QP: Send
-// only (requests come in through cm.Options.GMP).
-type gsiTransport struct {
-	m   atomic.Pointer[cm.Manager]
-	lid uint16
-}
-
-func (g *gsiTransport) Send(d *sm.Datagram) error {
-	m := g.m.Load()
-	if m == nil {
-		return cm.ErrClosed
-	}
-	return m.SendGMP(cm.Path{DLID: d.DLID, SL: d.SL, SLID: g.lid}, d.MAD)
-}
-
-func (g *gsiTransport) Recv(ctx context.Context) (*sm.Datagram, error) {
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
-func (g *gsiTransport) Close() error { return nil }
-
 func newIBNet(t testing.TB, withSA bool) *ibNet {
+	t.Helper()
+	return newIBNetCfg(t, withSA, sm.Config{})
+}
+
+// newIBNetCfg is newIBNet with the SM configured by cfg (its Logger set
+// here).
+func newIBNetCfg(t testing.TB, withSA bool, cfg sm.Config) *ibNet {
 	t.Helper()
 	text, err := os.ReadFile("../fabric/testdata/net.2sw2path4hca")
 	if err != nil {
@@ -80,32 +61,23 @@ func newIBNet(t testing.TB, withSA bool) *ibNet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.mgr, err = sm.New(tr, sm.Config{Logger: quiet}); err != nil {
-		t.Fatal(err)
+	cfg.Logger = quiet
+	if withSA {
+		x, err := sa.Attach(tr, cfg, sa.Config{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.mgr, n.sa = x.Manager, x.SA
+		t.Cleanup(func() { x.Close() })
+	} else {
+		if n.mgr, err = sm.New(tr, cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.mgr.Close() })
 	}
-	t.Cleanup(func() { n.mgr.Close() })
 	if err := n.mgr.Sweep(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !withSA {
-		return n
-	}
-	d := n.openDev("Hca1")
-	g := &gsiTransport{lid: lidOf(t, d)}
-	if n.sa, err = sa.New(n.mgr, g, sa.Config{Logger: quiet}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.sa.Close() })
-	srv := n.sa
-	m, err := cm.New(d, &cm.Options{GMP: func(from cm.Path, msg mad.MAD) {
-		srv.Handle(&sm.Datagram{SLID: from.DLID, DLID: g.lid, SQP: 1, DQP: 1, SL: from.SL, PKey: 0xFFFF,
-			QKey: verbs.GSIQKey, MAD: msg})
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.m.Store(m)
-	t.Cleanup(func() { m.Close() })
 	return n
 }
 
@@ -244,7 +216,7 @@ func TestIBConnect(t *testing.T) {
 		}
 	}
 	if err := ca.ID.LoadAltPath(ctx, d3.GIDs()[0].Addr(), d4.GIDs()[0].Addr()); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("LoadAltPath on an InfiniBand port: %v, want ErrInvalid", err)
+		t.Fatalf("LoadAltPath with LMC 0 (no second path): %v, want ErrInvalid", err)
 	}
 	exchange(t, ca, cb, []byte("SEND from Hca3 to Hca4"))
 	exchange(t, cb, ca, []byte("SEND from Hca4 to Hca3"))

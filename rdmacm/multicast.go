@@ -1,5 +1,6 @@
 // Multicast on a UD ID: rdma_join_multicast and rdma_leave_multicast for
-// RoCE, where there is no subnet administrator to ask: the join is local,
+// RoCE (InfiniBand ports join through the SA: ibmcast.go), where there is
+// no subnet administrator to ask: the join is local,
 // as Linux's rdma_cm does it for RoCE (cma_iboe_join_multicast). The group
 // address maps to its multicast GID, the ID's QP (if it has one) is
 // attached to it, as librdmacm does on the join event, and the device joins
@@ -37,11 +38,22 @@ func McastGID(group netip.Addr) wire.GID { return wire.GIDFromAddr(group.Unmap()
 // IPv6 groups are joined too, where Linux's rdma_cm refuses them on RoCEv2
 // (EOPNOTSUPP): a Linux peer cannot be a member of one.
 //
+// On an InfiniBand port the join is the SA's: an MCMemberRecord Set for
+// the group's MGID (IBMcastGID) from the ID's port GID with the Q_Key
+// RDMA_UDP_QKEY, creating the group if it does not exist; the QP is
+// attached to the MGID and the MLID the SA gives, and the event's address
+// handle is the MLID with the group's SL and a GRH to the MGID, with the
+// group's Q_Key. The SA's silence or refusal is EventMulticastError with
+// Event.Err wrapping cm.ErrNoSA or cm.ErrMcastRefused.
+//
 // The error wraps ErrInvalid if the ID is not of the UDP port space, addr
 // is not a multicast address of the ID's family, or the group is joined
 // already, and ErrState if the ID has no device yet. A failure to attach
 // the QP is reported as EventMulticastError with its status.
 func (id *ID) JoinMulticast(ctx context.Context, addr netip.Addr, mctx any) error {
+	if e := id.ibDevice(); e != nil {
+		return id.joinIB(ctx, e, addr, mctx) // ibmcast.go
+	}
 	ev, err := id.join(addr, mctx)
 	if err != nil {
 		return err
@@ -106,10 +118,15 @@ func hasKey(m map[netip.Addr]bool, k netip.Addr) bool {
 }
 
 // LeaveMulticast leaves a group JoinMulticast joined
-// (rdma_leave_multicast): the ID's QP is detached from it. The error wraps
+// (rdma_leave_multicast): the ID's QP is detached from it; on an
+// InfiniBand port the SA Delete follows (waited for, a few seconds at
+// most, its failure returned). Destroy leaves the SA's groups too. The error wraps
 // ErrInvalid if the ID has not joined addr.
 func (id *ID) LeaveMulticast(addr netip.Addr) error {
 	g := addr.Unmap()
+	if ok, err := id.leaveIB(g); ok {
+		return err
+	}
 	id.mu.Lock()
 	attached, ok := id.mcast[g]
 	delete(id.mcast, g)

@@ -50,6 +50,7 @@ type CM struct {
 type devEntry struct {
 	dev *verbs.Device
 	mgr *cm.Manager
+	mc  ibMembers // the port's SA multicast memberships (ibmcast.go)
 }
 
 type portKey struct {
@@ -234,11 +235,12 @@ type ID struct {
 	rep       *mad.REPFields // active: the peer's REP
 	peerUD    UDParam
 	sidrConn  bool
-	dreqSent  bool                // Disconnect sent a DREQ whose EventDisconnected is due
-	requests  *EventChannel       // sync listener: CONNECT_REQUEST queue
-	mcast     map[netip.Addr]bool // joined groups (multicast.go); true: the QP is attached
-	tos       uint8               // SetTOS: the traffic class of the connections it initiates
-	ackTO     uint8               // SetACKTimeout: the local ACK timeout of its QP
+	dreqSent  bool                    // Disconnect sent a DREQ whose EventDisconnected is due
+	requests  *EventChannel           // sync listener: CONNECT_REQUEST queue
+	mcast     map[netip.Addr]bool     // joined groups (multicast.go); true: the QP is attached
+	ibMcast   map[netip.Addr]*ibGroup // of those, the ones joined through the SA (ibmcast.go)
+	tos       uint8                   // SetTOS: the traffic class of the connections it initiates
+	ackTO     uint8                   // SetACKTimeout: the local ACK timeout of its QP
 	ackTOSet  bool
 	alt       *cm.Path // SetAltPath: the alternate path of the connection it initiates
 	route     *cm.Path // InfiniBand: the SA's path to dst (ResolveRoute, ib.go)

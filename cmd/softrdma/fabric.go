@@ -26,17 +26,16 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	hca := fs.String("hca", remote.DefaultAddr, "serve the CA ports to softrdma devices in other processes and hosts at `ADDR`: a TCP host:port,\n"+
 		"or a unix socket (unix:PATH, or a path with a slash); \"off\" serves none")
 	withSM := fs.Bool("sm", true, "run softrdma's subnet manager at the first CA port (-sm=false leaves the subnet to OpenSM or softrdma sm)")
-	withSA := fs.Bool("sa", false, "serve the subnet administrator (PathRecords for rdma_cm: ping, cmatose, perf -R on --hca) on the SM's\n"+
-		"CA port, which is then this process's and not served to other HCAs")
 	sf := addSMFlags(fs)
 	downOnDetach := fs.Bool("down-on-detach", false, "take a CA port's link down also when its device detaches on purpose (a device that dies always does)")
-	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-sm=false] [-sa] [-partitions FILE] [-qos FILE] [-v] TOPOLOGY",
+	fs.Usage = usageFunc(fs, "fabric [-s SOCKNAME | -p PORT] [-hca ADDR] [-down-on-detach] [-sm=false] [-partitions FILE] [-qos FILE] [-v] TOPOLOGY",
 		"Runs an InfiniBand fabric of switches and HCAs described by TOPOLOGY (ibnetdiscover's format, as\n"+
 			"Linux ibsim reads it) and serves it with ibsim's client protocol, so that programs run under\n"+
 			"libumad2sim (ibsim-run opensm, smpquery, ibnetdiscover, ...) manage it. Its CA ports are served\n"+
 			"at -hca's address: a softrdma device attaches one (fabric/remote's Dial) and sends and receives\n"+
 			"IB packets through the switches; a device that dies takes its port's link down (trap 128 to the\n"+
-			"SM). softrdma's SM (with its SA) manages the subnet unless -sm=false. Runs until interrupted.")
+			"SM). softrdma's SM manages the subnet unless -sm=false; its SA answers the HCAs' queries (rdma_cm's\n"+
+			"PathRecords: ping, cmatose, perf -R on --hca) on the data plane at the SM's port. Runs until interrupted.")
 	pos, err := parseFlags(fs, args, out)
 	if err != nil {
 		return err
@@ -69,7 +68,7 @@ func runFabric(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer fab.Close()
 	if *withSM {
-		stop, err := startFabricSM(ctx, fab, topo, sf, *withSA, log)
+		stop, err := startFabricSM(ctx, fab, topo, sf, log)
 		if err != nil {
 			return err
 		}

@@ -183,7 +183,7 @@ func printSubnet(out io.Writer, m *sa.SM) {
 // startFabricSM runs softrdma's SM embedded in "softrdma fabric", at the
 // first CA port of the topology that has a link, until ctx ends; the
 // returned function stops it.
-func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topology, sf *smFlags, withSA bool, log *slog.Logger) (func(), error) {
+func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topology, sf *smFlags, log *slog.Logger) (func(), error) {
 	var node *fabric.Node
 	port := 0
 	for _, tn := range topo.Nodes {
@@ -214,14 +214,9 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 	if err != nil {
 		return nil, err
 	}
-	log.Info("fabric: subnet manager", "node", node.Name(), "port", port)
-	stopSA := func() {}
-	if withSA {
-		if stopSA, err = startFabricSA(fab, node, port, m, log); err != nil { // fabricsa.go
-			m.Close()
-			return nil, fmt.Errorf("the subnet administrator: %w", err)
-		}
-	}
+	// The fabric hands the SA the queries HCAs send to this port on the
+	// data plane, and carries its answers back there.
+	log.Info("fabric: subnet manager and administrator", "node", node.Name(), "port", port)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -231,7 +226,6 @@ func startFabricSM(ctx context.Context, fab *fabric.Fabric, topo *fabric.Topolog
 	return func() {
 		cancel()
 		<-done
-		stopSA()
 		m.Close()
 	}, nil
 }

@@ -30,6 +30,10 @@ func TestMain(m *testing.M) {
 		childMain(addr)
 		return
 	}
+	if addr := os.Getenv("SOFTRDMA_REMOTE_SA_CHILD"); addr != "" {
+		saChildMain(addr) // sa_test.go
+		return
+	}
 	leakcheck.Main(m)
 }
 
