@@ -440,3 +440,19 @@ func TestPerftest(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncEvents runs testdata/async.c: a CQ overrun, an SRQ below its
+// limit and a QP on an SRQ moved to the error state each deliver their
+// event (and the overrun QP its fatal error), naming the program's
+// object, through async_fd under poll(2).
+func TestAsyncEvents(t *testing.T) {
+	built(t)
+	bin := gcc(t, "testdata/async.c", "-L"+libDir, "-l:libibverbs.so.1")
+	port, _ := freePorts(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := command(ctx, "127.0.0.1", port, bin).CombinedOutput()
+	if err != nil || !bytes.Equal(out, []byte("async: ok\n")) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

@@ -122,9 +122,9 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	struct ibv_context *c = &sc->vctx.context;
 	c->device = device;
 	c->cmd_fd = -1;
-	// Async events are not delivered: an eventfd never written, so a
-	// program polling it sees nothing rather than an error.
-	c->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	// Async events (async.c): one eventfd count per event, blocking as
+	// the kernel's async file is.
+	c->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	c->num_comp_vectors = 1;
 	pthread_mutex_init(&c->mutex, NULL);
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -136,6 +136,8 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	sc->vctx.sz = sizeof(sc->vctx);
 	sc->vctx.query_port = srd_query_port;
 	sc->vctx.query_device_ex = srd_query_device_ex;
+	if (c->async_fd >= 0)
+		srd_async_open(c);
 	return c;
 }
 
@@ -144,6 +146,7 @@ SRD_EXPORT int ibv_close_device(struct ibv_context *context)
 	if (!context)
 		return EINVAL;
 	struct srd_context *sc = srd_ctx(context);
+	srd_async_close(context);
 	srdgo_close(sc->h);
 	if (context->async_fd >= 0)
 		close(context->async_fd);
@@ -423,6 +426,7 @@ SRD_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, vo
 	c->cq.cqe = size;
 	pthread_mutex_init(&c->cq.mutex, NULL);
 	pthread_cond_init(&c->cq.cond, NULL);
+	srd_async_register(context, c->h, &c->cq);
 	if (channel) {
 		pthread_mutex_lock(&context->mutex);
 		channel->refcnt++;
@@ -444,6 +448,7 @@ SRD_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		return EINVAL;
 	struct srd_cq *c = (struct srd_cq *)cq;
 	struct ibv_comp_channel *channel = cq->channel;
+	srd_async_forget(c->h);
 	int err = srdgo_destroy(c->h);
 	if (err)
 		return err;
@@ -535,6 +540,7 @@ SRD_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
 	q->qp.qp_type = attr->qp_type;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
+	srd_async_register(pd->context, q->h, &q->qp);
 	return &q->qp;
 }
 
@@ -578,6 +584,7 @@ SRD_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	if (!qp)
 		return EINVAL;
 	struct srd_qp *q = (struct srd_qp *)qp;
+	srd_async_forget(q->h);
 	int err = srdgo_destroy(q->h);
 	if (err)
 		return err;
@@ -624,6 +631,7 @@ SRD_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init
 	s->srq.pd = pd;
 	pthread_mutex_init(&s->srq.mutex, NULL);
 	pthread_cond_init(&s->srq.cond, NULL);
+	srd_async_register(pd->context, s->h, &s->srq);
 	return &s->srq;
 }
 
@@ -646,6 +654,7 @@ SRD_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	if (!srq)
 		return EINVAL;
 	struct srd_srq *s = (struct srd_srq *)srq;
+	srd_async_forget(s->h);
 	int err = srdgo_destroy(s->h);
 	if (err)
 		return err;

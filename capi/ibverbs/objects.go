@@ -68,6 +68,8 @@ type devContext struct {
 	query     *verbs.Device
 	queryDone func()
 	data      *verbs.Device
+
+	async asyncState // async.go
 }
 
 func (c *devContext) destroy() error {

@@ -262,6 +262,7 @@ SRD_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 	q->qp.state = id->qp_type == IBV_QPT_UD ? IBV_QPS_RTS : IBV_QPS_INIT;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
+	srd_async_register(pd->context, q->h, &q->qp);
 	id->qp = &q->qp;
 	return 0;
 }
@@ -288,6 +289,7 @@ SRD_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	if (!id || !id->qp)
 		return;
 	struct srd_qp *q = (struct srd_qp *)id->qp;
+	srd_async_forget(q->h);
 	if (srdgo_cm_destroy_qp(srd_id_h(id), q->h))
 		return;
 	pthread_mutex_destroy(&q->qp.mutex);

@@ -36,6 +36,13 @@ static inline struct srd_context *srd_ctx(struct ibv_context *c)
 	return (struct srd_context *)((char *)c - offsetof(struct verbs_context, context));
 }
 
+// Asynchronous events (async.c): the create functions register each QP,
+// CQ and SRQ, the destroy functions forget it first.
+void srd_async_open(struct ibv_context *c);
+void srd_async_close(struct ibv_context *c);
+void srd_async_register(struct ibv_context *c, uintptr_t h, void *obj);
+void srd_async_forget(uintptr_t h);
+
 // The members of ibv_send_wr's union wr, named so that Go can read them
 // (cgo turns a union into bytes).
 struct srd_wr_rdma { uint64_t remote_addr; uint32_t rkey; };
