@@ -45,7 +45,19 @@ type recvPoster struct {
 
 func capIn(c *C.struct_ibv_qp_cap) verbs.QPCap {
 	return verbs.QPCap{MaxSendWR: int(c.max_send_wr), MaxRecvWR: int(c.max_recv_wr), MaxSendSGE: int(c.max_send_sge),
-		MaxRecvSGE: int(c.max_recv_sge), MaxInlineData: int(c.max_inline_data)}
+		MaxRecvSGE: int(c.max_recv_sge), MaxInlineData: inlineRoom(c)}
+}
+
+// inlineRoom is the inline data a QP is given: at least what its send
+// SGEs take in a work queue entry (16 bytes each), as Linux rxe sizes it,
+// so that programs that post small inline sends on a QP asking for no
+// inline data (rdma_xclient) run as they do on rxe.
+func inlineRoom(c *C.struct_ibv_qp_cap) int {
+	n := int(c.max_inline_data)
+	if s := int(c.max_send_sge) * 16; s > n && s <= verbs.MaxInline {
+		n = s
+	}
+	return n
 }
 
 func capOut(c verbs.QPCap, o *C.struct_ibv_qp_cap) {
