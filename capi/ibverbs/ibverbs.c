@@ -136,6 +136,8 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	sc->vctx.sz = sizeof(sc->vctx);
 	sc->vctx.query_port = srd_query_port;
 	sc->vctx.query_device_ex = srd_query_device_ex;
+	sc->vctx.create_cq_ex = srd_create_cq_ex; // cqex.c
+	sc->vctx.create_qp_ex = srd_create_qp_ex; // qpex.c
 	if (c->async_fd >= 0)
 		srd_async_open(c);
 	return c;
@@ -459,6 +461,7 @@ SRD_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	}
 	pthread_mutex_destroy(&cq->mutex);
 	pthread_cond_destroy(&cq->cond);
+	free(c->ex);
 	free(c);
 	return 0;
 }
@@ -544,10 +547,12 @@ SRD_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
 	return &q->qp;
 }
 
+// ibv_qp_to_qp_ex is the QP's ibv_qp_ex if ibv_create_qp_ex made it with
+// send ops (qpex.c), else NULL, as libibverbs says.
 SRD_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	(void)qp;
-	return NULL; // no QP is made by ibv_create_qp_ex (not supported)
+	struct srd_qp *q = (struct srd_qp *)qp;
+	return q && q->ex ? &q->qpx : NULL;
 }
 
 SRD_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
@@ -590,6 +595,7 @@ SRD_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		return err;
 	pthread_mutex_destroy(&qp->mutex);
 	pthread_cond_destroy(&qp->cond);
+	srd_qpx_free(q->ex);
 	free(q);
 	return 0;
 }

@@ -328,29 +328,33 @@ func srdgo_poll_cq(h C.uintptr_t, n C.int, out *C.struct_ibv_wc) C.int {
 	got := q.cq.Poll(q.wcs[:m])
 	dst := unsafe.Slice(out, got)
 	for i := range got {
-		w, o := &q.wcs[i], &dst[i]
-		o.wr_id = C.uint64_t(w.WRID)
-		o.status = C.enum_ibv_wc_status(w.Status)
-		o.opcode = C.enum_ibv_wc_opcode(w.Opcode)
-		o.vendor_err = C.uint32_t(w.VendorErr)
-		o.byte_len = C.uint32_t(w.ByteLen)
-		var u uint32
-		switch {
-		case w.Flags&verbs.WCWithImm != 0:
-			u = bits.ReverseBytes32(w.Imm)
-		case w.Flags&verbs.WCWithInv != 0:
-			u = uint32(w.InvalidatedRKey)
-		}
-		*(*uint32)(unsafe.Add(unsafe.Pointer(o), C.srd_wc_imm_off)) = u
-		o.qp_num = C.uint32_t(w.QPNum)
-		o.src_qp = C.uint32_t(w.SrcQP)
-		o.wc_flags = C.uint(w.Flags)
-		o.pkey_index = C.uint16_t(w.PKeyIndex)
-		o.slid = C.uint16_t(w.SLID)
-		o.sl = C.uint8_t(w.SL)
-		o.dlid_path_bits = C.uint8_t(w.DLIDPath)
+		wcOut(&q.wcs[i], &dst[i])
 	}
 	return C.int(got)
+}
+
+// wcOut converts a completion to the program's ibv_wc.
+func wcOut(w *verbs.WC, o *C.struct_ibv_wc) {
+	o.wr_id = C.uint64_t(w.WRID)
+	o.status = C.enum_ibv_wc_status(w.Status)
+	o.opcode = C.enum_ibv_wc_opcode(w.Opcode)
+	o.vendor_err = C.uint32_t(w.VendorErr)
+	o.byte_len = C.uint32_t(w.ByteLen)
+	var u uint32
+	switch {
+	case w.Flags&verbs.WCWithImm != 0:
+		u = bits.ReverseBytes32(w.Imm)
+	case w.Flags&verbs.WCWithInv != 0:
+		u = uint32(w.InvalidatedRKey)
+	}
+	*(*uint32)(unsafe.Add(unsafe.Pointer(o), C.srd_wc_imm_off)) = u
+	o.qp_num = C.uint32_t(w.QPNum)
+	o.src_qp = C.uint32_t(w.SrcQP)
+	o.wc_flags = C.uint(w.Flags)
+	o.pkey_index = C.uint16_t(w.PKeyIndex)
+	o.slid = C.uint16_t(w.SLID)
+	o.sl = C.uint8_t(w.SL)
+	o.dlid_path_bits = C.uint8_t(w.DLIDPath)
 }
 
 // qpAttrOut fills a C ibv_qp_attr from a.

@@ -289,17 +289,26 @@ SRD_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_
 {
 	if (!id || !attr)
 		return SRD_ERR(EINVAL);
-	// The basic attributes only: no creation flags, send ops or TSO.
-	if (attr->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD)
+	// The basic attributes and send ops (qpex.c): no creation flags or TSO.
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		return SRD_ERR(EOPNOTSUPP);
+	int ex = !!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+	if (ex && srd_check_send_ops(id->qp_type, attr->send_ops_flags))
+		return -1;
 	struct ibv_qp_init_attr a = {
 		.qp_context = attr->qp_context, .send_cq = attr->send_cq, .recv_cq = attr->recv_cq,
 		.srq = attr->srq, .cap = attr->cap, .qp_type = attr->qp_type, .sq_sig_all = attr->sq_sig_all,
 	};
 	int ret = rdma_create_qp(id, (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL, &a);
-	if (!ret)
-		attr->cap = a.cap;
-	return ret;
+	if (ret)
+		return ret;
+	attr->cap = a.cap;
+	if (ex && srd_qp_make_ex(id->qp)) {
+		int e = errno;
+		rdma_destroy_qp(id);
+		return SRD_ERR(e);
+	}
+	return 0;
 }
 
 SRD_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
@@ -312,6 +321,7 @@ SRD_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 		return;
 	pthread_mutex_destroy(&q->qp.mutex);
 	pthread_cond_destroy(&q->qp.cond);
+	srd_qpx_free(q->ex);
 	free(q);
 	id->qp = NULL;
 	srd_cm_destroy_cqs(id);

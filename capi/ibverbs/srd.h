@@ -25,8 +25,25 @@ struct srd_context {
 
 struct srd_pd { struct ibv_pd pd; uintptr_t h; };
 struct srd_mr { struct ibv_mr mr; uintptr_t h; };
-struct srd_cq { struct ibv_cq cq; uintptr_t h; };
-struct srd_qp { struct ibv_qp qp; uintptr_t h; };
+// Every CQ and QP has room for its extended form (ibv_cq_ex, ibv_qp_ex,
+// which begin with the basic one); ex is the state of the _ex calls
+// (cqex.c, qpex.c), NULL for an object made by the basic calls.
+struct srd_cq {
+	union {
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;
+	};
+	uintptr_t h;
+	void *ex;
+};
+struct srd_qp {
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qpx;
+	};
+	uintptr_t h;
+	void *ex;
+};
 struct srd_srq { struct ibv_srq srq; uintptr_t h; };
 struct srd_ah { struct ibv_ah ah; uintptr_t h; };
 struct srd_channel { struct ibv_comp_channel ch; uintptr_t h; };
@@ -42,6 +59,13 @@ void srd_async_open(struct ibv_context *c);
 void srd_async_close(struct ibv_context *c);
 void srd_async_register(struct ibv_context *c, uintptr_t h, void *obj);
 void srd_async_forget(uintptr_t h);
+
+// The _ex calls (cqex.c, qpex.c): the ops the verbs_context hands out.
+struct ibv_cq_ex *srd_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *srd_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr);
+void srd_qpx_free(void *ex);
+int srd_check_send_ops(enum ibv_qp_type type, uint64_t ops);
+int srd_qp_make_ex(struct ibv_qp *qp);
 
 // The members of ibv_send_wr's union wr, named so that Go can read them
 // (cgo turns a union into bytes).
@@ -73,6 +97,10 @@ SRD_SAME(struct srd_wr_ud, remote_qkey, struct ibv_send_wr, wr, wr.ud.remote_qke
 _Static_assert(offsetof(struct ibv_send_wr, wr.rdma) == offsetof(struct ibv_send_wr, wr), "union wr at its start");
 _Static_assert(offsetof(struct srd_context, vctx.context) + sizeof(struct ibv_context) == offsetof(struct srd_context, h),
 	"ibv_context is verbs_context's last member");
+_Static_assert(offsetof(struct ibv_cq_ex, comp_mask) == sizeof(struct ibv_cq) &&
+	offsetof(struct ibv_cq_ex, cqe) == offsetof(struct ibv_cq, cqe) &&
+	offsetof(struct ibv_cq_ex, async_events_completed) == offsetof(struct ibv_cq, async_events_completed),
+	"ibv_cq_ex begins with ibv_cq");
 _Static_assert(offsetof(struct srd_pd, pd) == 0 && offsetof(struct srd_mr, mr) == 0 && offsetof(struct srd_cq, cq) == 0 &&
 	offsetof(struct srd_qp, qp) == 0 && offsetof(struct srd_srq, srq) == 0 && offsetof(struct srd_ah, ah) == 0 &&
 	offsetof(struct srd_channel, ch) == 0, "each object starts with the header's structure");

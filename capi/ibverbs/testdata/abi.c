@@ -121,9 +121,9 @@ int main(void)
 	CHECK(ibv_resize_cq(cq, 32) == EOPNOTSUPP, "ibv_resize_cq");
 
 	// Not supported: the errno libibverbs gives for a provider without it.
-	struct ibv_cq_init_attr_ex cqx = {.cqe = 4};
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_FLOW_TAG};
 	errno = 0;
-	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP, "ibv_create_cq_ex");
+	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP, "ibv_create_cq_ex with flow tags");
 	errno = 0;
 	CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "ibv_alloc_mw");
 	struct ibv_qp_init_attr xa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND,
