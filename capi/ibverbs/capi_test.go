@@ -150,7 +150,7 @@ func TestSymbolVersions(t *testing.T) {
 	}
 	users := []string{"/usr/lib/x86_64-linux-gnu/librdmacm.so.1", "/usr/lib/x86_64-linux-gnu/libmlx5.so.1", "/usr/lib/x86_64-linux-gnu/libefa.so.1"}
 	bins := []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
-		"rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient"}
+		"rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "mckey"}
 	for _, bin := range append(bins, perftests...) {
 		path, err := exec.LookPath(bin)
 		if err != nil {

@@ -460,6 +460,8 @@ SRD_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 		ev->param.ud.ah_attr = info.ah_attr;
 		ev->param.ud.qp_num = info.qp_num;
 		ev->param.ud.qkey = info.qkey;
+		if (ev->event == RDMA_CM_EVENT_MULTICAST_JOIN || ev->event == RDMA_CM_EVENT_MULTICAST_ERROR)
+			ev->param.ud.private_data = info.mc_context; // as librdmacm hands it over
 	} else {
 		struct rdma_conn_param *p = &ev->param.conn;
 		p->private_data = info.pdata_len ? pdata : NULL;

@@ -39,6 +39,7 @@ struct srd_cm_event_info {
 	uint8_t responder_resources, initiator_depth, flow_control, retry_count, rnr_retry_count, srq;
 	uint32_t qp_num, qkey;
 	struct ibv_ah_attr ah_attr;
+	void *mc_context; // MULTICAST_JOIN/ERROR: the context of the join (mcast.go)
 };
 
 // Synchronous mode (ep.c).
