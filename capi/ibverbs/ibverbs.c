@@ -133,6 +133,9 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_send = srd_post_send;
 	c->ops.post_recv = srd_post_recv;
 	c->ops.post_srq_recv = srd_post_srq_recv;
+	c->ops.alloc_mw = srd_alloc_mw; // mw.c
+	c->ops.bind_mw = srd_bind_mw;
+	c->ops.dealloc_mw = srd_dealloc_mw;
 	sc->vctx.sz = sizeof(sc->vctx);
 	sc->vctx.query_port = srd_query_port;
 	sc->vctx.query_device_ex = srd_query_device_ex;

@@ -204,6 +204,11 @@ func (q *qp) convertSend(w *C.struct_ibv_send_wr, sw *verbs.SendWR) error {
 		sw.RemoteAddr, sw.RKey = uint64(a.remote_addr), wire.RKey(a.rkey)
 		sw.CompareAdd, sw.Swap = uint64(a.compare_add), uint64(a.swap)
 	}
+	if sw.Opcode == verbs.WRBindMW {
+		if err := bindWRIn((*C.struct_srd_wr_bind)(unsafe.Add(base, C.srd_send_wr_bind_off)), sw); err != nil {
+			return err
+		}
+	}
 	if q.typ == verbs.UD {
 		ud := (*C.struct_srd_wr_ud)(u)
 		if ud.ah == nil {

@@ -13,12 +13,13 @@
 #include "srd.h"
 #include "_cgo_export.h"
 
-// The send operations a QP may be created with: all but memory window
-// binds, TSO and atomic writes.
+// The send operations a QP may be created with: all but TSO and atomic
+// writes.
 #define SRD_QP_SEND_OPS                                                                                 \
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |          \
 	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |    \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |       \
+	 IBV_QP_EX_WITH_BIND_MW)
 
 // srd_qpx is a QP's batch of work requests. Until wr_complete, an entry's
 // sg_list is unset (first[i] indexes sges) and an inline SGE's addr is an
@@ -213,10 +214,19 @@ static void srd_unsupported(struct ibv_qp_ex *qp)
 		x->err = EOPNOTSUPP;
 }
 
+// srd_wr_bind_mw binds a type 2 window (a BIND_MW work request, mw.c).
 static void srd_wr_bind_mw(struct ibv_qp_ex *qp, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *info)
 {
-	(void)mw, (void)rkey, (void)info;
-	srd_unsupported(qp);
+	struct ibv_send_wr *wr = srd_new_wr(qp, IBV_WR_BIND_MW);
+	if (!wr)
+		return;
+	if (!info) {
+		srd_qpx(qp)->err = EINVAL;
+		return;
+	}
+	wr->bind_mw.mw = mw;
+	wr->bind_mw.rkey = rkey;
+	wr->bind_mw.bind_info = *info;
 }
 
 static void srd_wr_send_tso(struct ibv_qp_ex *qp, void *hdr, uint16_t hdr_sz, uint16_t mss)

@@ -250,8 +250,10 @@ int main(void)
 	// Unsupported in a batch: wr_complete says so and posts nothing; a
 	// setter with no work request started is EINVAL.
 	ibv_wr_start(ax);
-	ibv_wr_bind_mw(ax, NULL, 0, NULL);
-	CHECK(ibv_wr_complete(ax) == EOPNOTSUPP, "a memory window bind");
+	ibv_wr_send(ax);
+	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)a_buf, 8);
+	ibv_wr_send_tso(ax, NULL, 0, 0);
+	CHECK(ibv_wr_complete(ax) == EOPNOTSUPP, "a TSO send");
 	ibv_wr_start(ax);
 	ibv_wr_set_sge(ax, mr->lkey, (uintptr_t)a_buf, 8);
 	CHECK(ibv_wr_complete(ax) == EINVAL, "an SGE with no work request");
