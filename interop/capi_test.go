@@ -94,4 +94,5 @@ func (s *suite) capiMatrix(t *testing.T) {
 		})
 	}
 	s.capiCMMatrix(t, lib) // capi_cm_test.go
+	s.capiExMatrix(t, lib) // capi_ex_test.go
 }

@@ -150,7 +150,7 @@ func TestSymbolVersions(t *testing.T) {
 	}
 	users := []string{"/usr/lib/x86_64-linux-gnu/librdmacm.so.1", "/usr/lib/x86_64-linux-gnu/libmlx5.so.1", "/usr/lib/x86_64-linux-gnu/libefa.so.1"}
 	bins := []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
-		"rping", "ucmatose", "udaddy"}
+		"rping", "ucmatose", "udaddy", "rdma_server", "rdma_client", "rdma_xserver", "rdma_xclient", "mckey"}
 	for _, bin := range append(bins, perftests...) {
 		path, err := exec.LookPath(bin)
 		if err != nil {
@@ -360,7 +360,8 @@ func checkIters(t *testing.T, who, out, iters string) {
 
 // TestPingpong runs Debian's ibv_{rc,uc,ud,srq}_pingpong on the library
 // against themselves, two processes on 127.0.0.1 and 127.0.0.2, with
-// their data check (-c) where they have one, and ibv_rc_pingpong against
+// their data check (-c) where they have one, ibv_rc_pingpong with the new
+// post send API (-N) and timestamps (-t), and ibv_rc_pingpong against
 // softrdma pingpong both ways.
 func TestPingpong(t *testing.T) {
 	built(t)
@@ -371,6 +372,9 @@ func TestPingpong(t *testing.T) {
 	}{
 		{"rc", []string{"-c"}}, {"rc", []string{"-e", "-c"}}, {"uc", []string{"-c"}}, {"ud", nil}, {"srq", []string{"-c"}},
 		{"rc", []string{"-s", "64", "-e"}},
+		// The new post send API (ibv_create_qp_ex, ibv_wr_*) and
+		// completion timestamps (ibv_create_cq_ex, ibv_start_poll).
+		{"rc", []string{"-N", "-c"}}, {"rc", []string{"-N", "-e"}}, {"rc", []string{"-N", "-t"}},
 	} {
 		bin := "ibv_" + c.name + "_pingpong"
 		t.Run(strings.Join(append([]string{c.name}, c.args...), ""), func(t *testing.T) {
@@ -438,5 +442,40 @@ func TestPerftest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAsyncEvents runs testdata/async.c: a CQ overrun, an SRQ below its
+// limit and a QP on an SRQ moved to the error state each deliver their
+// event (and the overrun QP its fatal error), naming the program's
+// object, through async_fd under poll(2).
+func TestAsyncEvents(t *testing.T) {
+	built(t)
+	bin := gcc(t, "testdata/async.c", "-L"+libDir, "-l:libibverbs.so.1")
+	port, _ := freePorts(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := command(ctx, "127.0.0.1", port, bin).CombinedOutput()
+	if err != nil || !bytes.Equal(out, []byte("async: ok\n")) {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestExtendedVerbs runs testdata/ex.c: ibv_query_device_ex,
+// ibv_create_cq_ex with completion timestamps polled through
+// ibv_start_poll/ibv_next_poll/ibv_end_poll and the ibv_wc_read_*
+// functions, ibv_create_qp_ex with send ops posting SEND (inline data
+// list), RDMA WRITE with immediate (SGE list), RDMA READ and both atomics
+// through the ibv_wr_* API, checking the data moved; wr_abort; and the
+// errno of what is not supported.
+func TestExtendedVerbs(t *testing.T) {
+	built(t)
+	bin := gcc(t, "testdata/ex.c", "-L"+libDir, "-l:libibverbs.so.1")
+	port, _ := freePorts(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := command(ctx, "127.0.0.1", port, bin).CombinedOutput()
+	if err != nil || !bytes.Equal(out, []byte("ex: ok\n")) {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }

@@ -542,6 +542,7 @@ func srdgo_cm_take_event(chh C.uintptr_t, o *C.struct_srd_cm_event_info) C.int {
 	pd := ev.PrivateData()
 	n := copy(unsafe.Slice((*byte)(unsafe.Pointer(&o.pdata[0])), len(o.pdata)), pd)
 	o.pdata_len = C.int(n)
+	o.mc_context = mcastEventContext(ev)
 	if ev.ID != nil && ev.ID.PortSpace() == rdmacm.PortSpaceUDP {
 		o.qp_num = C.uint32_t(ev.UD.QPNum)
 		o.qkey = C.uint32_t(ev.UD.QKey)

@@ -50,6 +50,8 @@ type device struct {
 	refs int
 	data *verbs.Device
 	guid uint64 // node GUID, once known
+
+	evStop, evDone chan struct{} // the data device's event watcher (async.go)
 }
 
 // The device table, read from the environment once.
@@ -226,6 +228,7 @@ func (d *device) acquire() (*verbs.Device, error) {
 			return nil, err
 		}
 		d.data = dev
+		d.startEvents(dev)
 	}
 	d.refs++
 	return d.data, nil
@@ -236,6 +239,7 @@ func (d *device) release() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.refs--; d.refs == 0 {
+		d.stopEvents()
 		d.data.Close()
 		d.data = nil
 	}

@@ -15,7 +15,6 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include "srd.h"
-#include "mw.h"
 #include "_cgo_export.h"
 
 #define SRD_EXPORT __attribute__((visibility("default")))
@@ -122,10 +121,15 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	}
 	struct ibv_context *c = &sc->vctx.context;
 	c->device = device;
-	c->cmd_fd = -1;
-	// Async events are not delivered: an eventfd never written, so a
-	// program polling it sees nothing rather than an error.
-	c->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	// No uverbs command file stands behind a softrdma context, but
+	// programs treat cmd_fd as an open descriptor (rdma-core's suite dups
+	// it to import the context elsewhere, which then fails with
+	// EOPNOTSUPP): an eventfd of its own, on which a uverbs command write
+	// fails (EINVAL) rather than seeming to succeed.
+	c->cmd_fd = eventfd(0, EFD_CLOEXEC);
+	// Async events (async.c): one eventfd count per event, blocking as
+	// the kernel's async file is.
+	c->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	c->num_comp_vectors = 1;
 	pthread_mutex_init(&c->mutex, NULL);
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -134,10 +138,16 @@ SRD_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_send = srd_post_send;
 	c->ops.post_recv = srd_post_recv;
 	c->ops.post_srq_recv = srd_post_srq_recv;
-	srd_set_mw_ops(&c->ops); // mw.c
+	c->ops.alloc_mw = srd_alloc_mw; // mw.c
+	c->ops.bind_mw = srd_bind_mw;
+	c->ops.dealloc_mw = srd_dealloc_mw;
 	sc->vctx.sz = sizeof(sc->vctx);
 	sc->vctx.query_port = srd_query_port;
 	sc->vctx.query_device_ex = srd_query_device_ex;
+	sc->vctx.create_cq_ex = srd_create_cq_ex; // cqex.c
+	sc->vctx.create_qp_ex = srd_create_qp_ex; // qpex.c
+	if (c->async_fd >= 0)
+		srd_async_open(c);
 	return c;
 }
 
@@ -146,9 +156,12 @@ SRD_EXPORT int ibv_close_device(struct ibv_context *context)
 	if (!context)
 		return EINVAL;
 	struct srd_context *sc = srd_ctx(context);
+	srd_async_close(context);
 	srdgo_close(sc->h);
 	if (context->async_fd >= 0)
 		close(context->async_fd);
+	if (context->cmd_fd >= 0)
+		close(context->cmd_fd);
 	pthread_mutex_destroy(&context->mutex);
 	free(sc);
 	return 0;
@@ -425,6 +438,7 @@ SRD_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, vo
 	c->cq.cqe = size;
 	pthread_mutex_init(&c->cq.mutex, NULL);
 	pthread_cond_init(&c->cq.cond, NULL);
+	srd_async_register(context, c->h, &c->cq);
 	if (channel) {
 		pthread_mutex_lock(&context->mutex);
 		channel->refcnt++;
@@ -450,6 +464,7 @@ SRD_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		return EINVAL;
 	struct srd_cq *c = (struct srd_cq *)cq;
 	struct ibv_comp_channel *channel = cq->channel;
+	srd_async_forget(c->h);
 	int err = srdgo_destroy(c->h);
 	if (err)
 		return err;
@@ -460,6 +475,7 @@ SRD_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	}
 	pthread_mutex_destroy(&cq->mutex);
 	pthread_cond_destroy(&cq->cond);
+	free(c->ex);
 	free(c);
 	return 0;
 }
@@ -541,13 +557,16 @@ SRD_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_at
 	q->qp.qp_type = attr->qp_type;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
+	srd_async_register(pd->context, q->h, &q->qp);
 	return &q->qp;
 }
 
+// ibv_qp_to_qp_ex is the QP's ibv_qp_ex if ibv_create_qp_ex made it with
+// send ops (qpex.c), else NULL, as libibverbs says.
 SRD_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
 {
-	(void)qp;
-	return NULL; // no QP is made by ibv_create_qp_ex (not supported)
+	struct srd_qp *q = (struct srd_qp *)qp;
+	return q && q->ex ? &q->qpx : NULL;
 }
 
 SRD_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
@@ -584,11 +603,13 @@ SRD_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	if (!qp)
 		return EINVAL;
 	struct srd_qp *q = (struct srd_qp *)qp;
+	srd_async_forget(q->h);
 	int err = srdgo_destroy(q->h);
 	if (err)
 		return err;
 	pthread_mutex_destroy(&qp->mutex);
 	pthread_cond_destroy(&qp->cond);
+	srd_qpx_free(q->ex);
 	free(q);
 	return 0;
 }
@@ -630,6 +651,7 @@ SRD_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init
 	s->srq.pd = pd;
 	pthread_mutex_init(&s->srq.mutex, NULL);
 	pthread_cond_init(&s->srq.cond, NULL);
+	srd_async_register(pd->context, s->h, &s->srq);
 	return &s->srq;
 }
 
@@ -652,6 +674,7 @@ SRD_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	if (!srq)
 		return EINVAL;
 	struct srd_srq *s = (struct srd_srq *)srq;
+	srd_async_forget(s->h);
 	int err = srdgo_destroy(s->h);
 	if (err)
 		return err;

@@ -1,18 +1,18 @@
 //go:build capi
 
-// Memory windows (ibv_alloc_mw, ibv_bind_mw, ibv_dealloc_mw): the
-// header's inline functions call these through the context's ops. The
-// engine's windows (verbs/mw.go) do the work; a type 2 window's BIND_MW
-// work request goes through ibv_post_send (qp.go, mw.go).
+// Memory windows (mw.go): the context's alloc_mw, bind_mw and dealloc_mw
+// ops, which the inline ibv_alloc_mw, ibv_bind_mw and ibv_dealloc_mw of
+// <infiniband/verbs.h> call. Type 1 windows are bound by the bind call,
+// type 2 windows by BIND_MW work requests. docs/DESIGN.md, "The C ABI
+// library", describes them.
 #include <errno.h>
 #include <stdlib.h>
 #include "srd.h"
-#include "mw.h"
 #include "_cgo_export.h"
 
-static struct ibv_mw *srd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+struct ibv_mw *srd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
-	if (!pd) {
+	if (!pd || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -21,8 +21,8 @@ static struct ibv_mw *srd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 		errno = ENOMEM;
 		return NULL;
 	}
-	uint32_t rkey = 0;
-	int err = srdgo_alloc_mw(((struct srd_pd *)pd)->h, (int)type, &m->h, &rkey);
+	uint32_t rkey;
+	int err = srdgo_alloc_mw(((struct srd_pd *)pd)->h, type, &m->h, &rkey);
 	if (err) {
 		free(m);
 		errno = err;
@@ -36,21 +36,21 @@ static struct ibv_mw *srd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	return &m->mw;
 }
 
-// srd_bind_mw posts the BIND_MW work request of a type 1 window and, as
-// rdma-core's providers do, leaves the key it will have in mw->rkey.
-static int srd_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+// srd_bind_mw posts the bind (ibv_bind_mw has checked the type and the
+// region's PD) and gives the window its new R_Key, as providers do.
+int srd_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
 {
-	if (!qp || !mw || !mw_bind)
+	if (!qp || !mw || !bind)
 		return EINVAL;
-	uint32_t rkey = 0;
-	int err = srdgo_bind_mw(((struct srd_qp *)qp)->h, ((struct srd_mw *)mw)->h, mw_bind, &rkey);
+	uint32_t rkey;
+	int err = srdgo_bind_mw(((struct srd_qp *)qp)->h, ((struct srd_mw *)mw)->h, bind, &rkey);
 	if (err)
 		return err;
 	mw->rkey = rkey;
 	return 0;
 }
 
-static int srd_dealloc_mw(struct ibv_mw *mw)
+int srd_dealloc_mw(struct ibv_mw *mw)
 {
 	if (!mw)
 		return EINVAL;
@@ -59,11 +59,4 @@ static int srd_dealloc_mw(struct ibv_mw *mw)
 	if (!err)
 		free(m);
 	return err;
-}
-
-void srd_set_mw_ops(struct ibv_context_ops *ops)
-{
-	ops->alloc_mw = srd_alloc_mw;
-	ops->bind_mw = srd_bind_mw;
-	ops->dealloc_mw = srd_dealloc_mw;
 }

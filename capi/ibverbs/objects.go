@@ -68,6 +68,8 @@ type devContext struct {
 	query     *verbs.Device
 	queryDone func()
 	data      *verbs.Device
+
+	async asyncState // async.go
 }
 
 func (c *devContext) destroy() error {
@@ -426,6 +428,11 @@ func (q *cq) destroy() error {
 
 //export srdgo_create_cq
 func srdgo_create_cq(h C.uintptr_t, cqe C.int, chh C.uintptr_t, self *C.struct_ibv_cq, out *C.uintptr_t, size *C.int) C.int {
+	return createCQ(h, cqe, chh, self, out, size, 0)
+}
+
+// createCQ makes a CQ stamping its completions with ts (cqex.go).
+func createCQ(h C.uintptr_t, cqe C.int, chh C.uintptr_t, self *C.struct_ibv_cq, out *C.uintptr_t, size *C.int, ts verbs.WCTimestamps) C.int {
 	c, ok := get[*devContext](h)
 	if !ok {
 		return C.EINVAL
@@ -444,7 +451,7 @@ func srdgo_create_cq(h C.uintptr_t, cqe C.int, chh C.uintptr_t, self *C.struct_i
 	if ch != nil {
 		vch = ch.ch
 	}
-	vcq, err := dev.CreateCQ(int(cqe), vch)
+	vcq, err := dev.CreateCQEx(int(cqe), vch, verbs.CQAttr{Timestamps: ts})
 	if err != nil {
 		return errno(err)
 	}

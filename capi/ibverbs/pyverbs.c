@@ -16,8 +16,8 @@
 #define SRD_EXPORT __attribute__((visibility("default")))
 
 // Importing a device, PD, MR or DM shares a kernel object through the
-// uverbs command file (cmd_fd); a softrdma context has none (cmd_fd -1),
-// so there is nothing to import from: EOPNOTSUPP, as libibverbs returns
+// uverbs command file; a softrdma context has none (its cmd_fd is a
+// placeholder descriptor), so there is nothing to import from: EOPNOTSUPP, as libibverbs returns
 // for a provider without import support.
 SRD_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
 {

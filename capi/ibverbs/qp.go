@@ -45,7 +45,19 @@ type recvPoster struct {
 
 func capIn(c *C.struct_ibv_qp_cap) verbs.QPCap {
 	return verbs.QPCap{MaxSendWR: int(c.max_send_wr), MaxRecvWR: int(c.max_recv_wr), MaxSendSGE: int(c.max_send_sge),
-		MaxRecvSGE: int(c.max_recv_sge), MaxInlineData: int(c.max_inline_data)}
+		MaxRecvSGE: int(c.max_recv_sge), MaxInlineData: inlineRoom(c)}
+}
+
+// inlineRoom is the inline data a QP is given: at least what its send
+// SGEs take in a work queue entry (16 bytes each), as Linux rxe sizes it,
+// so that programs that post small inline sends on a QP asking for no
+// inline data (rdma_xclient) run as they do on rxe.
+func inlineRoom(c *C.struct_ibv_qp_cap) int {
+	n := int(c.max_inline_data)
+	if s := int(c.max_send_sge) * 16; s > n && s <= verbs.MaxInline {
+		n = s
+	}
+	return n
 }
 
 func capOut(c verbs.QPCap, o *C.struct_ibv_qp_cap) {
@@ -191,8 +203,11 @@ func (q *qp) convertSend(w *C.struct_ibv_send_wr, sw *verbs.SendWR) error {
 		a := (*C.struct_srd_wr_atomic)(u)
 		sw.RemoteAddr, sw.RKey = uint64(a.remote_addr), wire.RKey(a.rkey)
 		sw.CompareAdd, sw.Swap = uint64(a.compare_add), uint64(a.swap)
-	case verbs.WRBindMW:
-		return convertBind(w, sw) // mw.go
+	}
+	if sw.Opcode == verbs.WRBindMW {
+		if err := bindWRIn((*C.struct_srd_wr_bind)(unsafe.Add(base, C.srd_send_wr_bind_off)), sw); err != nil {
+			return err
+		}
 	}
 	if q.typ == verbs.UD {
 		ud := (*C.struct_srd_wr_ud)(u)
@@ -318,29 +333,33 @@ func srdgo_poll_cq(h C.uintptr_t, n C.int, out *C.struct_ibv_wc) C.int {
 	got := q.cq.Poll(q.wcs[:m])
 	dst := unsafe.Slice(out, got)
 	for i := range got {
-		w, o := &q.wcs[i], &dst[i]
-		o.wr_id = C.uint64_t(w.WRID)
-		o.status = C.enum_ibv_wc_status(w.Status)
-		o.opcode = C.enum_ibv_wc_opcode(w.Opcode)
-		o.vendor_err = C.uint32_t(w.VendorErr)
-		o.byte_len = C.uint32_t(w.ByteLen)
-		var u uint32
-		switch {
-		case w.Flags&verbs.WCWithImm != 0:
-			u = bits.ReverseBytes32(w.Imm)
-		case w.Flags&verbs.WCWithInv != 0:
-			u = uint32(w.InvalidatedRKey)
-		}
-		*(*uint32)(unsafe.Add(unsafe.Pointer(o), C.srd_wc_imm_off)) = u
-		o.qp_num = C.uint32_t(w.QPNum)
-		o.src_qp = C.uint32_t(w.SrcQP)
-		o.wc_flags = C.uint(w.Flags)
-		o.pkey_index = C.uint16_t(w.PKeyIndex)
-		o.slid = C.uint16_t(w.SLID)
-		o.sl = C.uint8_t(w.SL)
-		o.dlid_path_bits = C.uint8_t(w.DLIDPath)
+		wcOut(&q.wcs[i], &dst[i])
 	}
 	return C.int(got)
+}
+
+// wcOut converts a completion to the program's ibv_wc.
+func wcOut(w *verbs.WC, o *C.struct_ibv_wc) {
+	o.wr_id = C.uint64_t(w.WRID)
+	o.status = C.enum_ibv_wc_status(w.Status)
+	o.opcode = C.enum_ibv_wc_opcode(w.Opcode)
+	o.vendor_err = C.uint32_t(w.VendorErr)
+	o.byte_len = C.uint32_t(w.ByteLen)
+	var u uint32
+	switch {
+	case w.Flags&verbs.WCWithImm != 0:
+		u = bits.ReverseBytes32(w.Imm)
+	case w.Flags&verbs.WCWithInv != 0:
+		u = uint32(w.InvalidatedRKey)
+	}
+	*(*uint32)(unsafe.Add(unsafe.Pointer(o), C.srd_wc_imm_off)) = u
+	o.qp_num = C.uint32_t(w.QPNum)
+	o.src_qp = C.uint32_t(w.SrcQP)
+	o.wc_flags = C.uint(w.Flags)
+	o.pkey_index = C.uint16_t(w.PKeyIndex)
+	o.slid = C.uint16_t(w.SLID)
+	o.sl = C.uint8_t(w.SL)
+	o.dlid_path_bits = C.uint8_t(w.DLIDPath)
 }
 
 // qpAttrOut fills a C ibv_qp_attr from a.

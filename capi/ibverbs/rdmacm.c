@@ -134,14 +134,22 @@ SRD_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm
 	int err = srd_cm_ready();
 	if (err)
 		return SRD_ERR(err);
-	if (!channel)
-		return SRD_ERR(EOPNOTSUPP); // synchronous IDs are not supported
+	// No channel: a synchronous ID, on a channel of its own (ep.c).
+	int sync = !channel;
+	if (sync && !(channel = rdma_create_event_channel()))
+		return -1;
 	struct srd_cm_id *s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		if (sync)
+			rdma_destroy_event_channel(channel);
 		return SRD_ERR(ENOMEM);
+	}
+	s->sync = sync;
 	err = srdgo_cm_create_id(((struct srd_cm_channel *)channel)->h, ps, &s->id, &s->h);
 	if (err) {
 		free(s);
+		if (sync)
+			rdma_destroy_event_channel(channel);
 		return SRD_ERR(err);
 	}
 	s->id.channel = channel;
@@ -160,6 +168,8 @@ SRD_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	int err = srdgo_destroy(s->h);
 	if (err)
 		return SRD_ERR(err);
+	if (s->sync)
+		srd_cm_release_sync(id->channel, id->event);
 	free(s);
 	return 0;
 }
@@ -185,7 +195,7 @@ SRD_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_add
 	if (err)
 		return SRD_ERR(err);
 	srd_cm_sync(id);
-	return 0;
+	return srd_cm_complete(id);
 }
 
 SRD_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
@@ -194,7 +204,7 @@ SRD_EXPORT int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 	if (!id)
 		return SRD_ERR(EINVAL);
 	int err = srdgo_cm_resolve_route(srd_id_h(id));
-	return err ? SRD_ERR(err) : 0;
+	return err ? SRD_ERR(err) : srd_cm_complete(id);
 }
 
 SRD_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
@@ -225,17 +235,25 @@ SRD_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 	} else if (pd->context != id->verbs) {
 		return SRD_ERR(EINVAL);
 	}
-	// librdmacm makes the CQs a program leaves out, one for each queue.
+	// librdmacm makes the CQs a program leaves out, one for each queue,
+	// each on a completion channel (rdma_get_send_comp and
+	// rdma_get_recv_comp of <rdma/rdma_verbs.h> wait on them).
 	if (!attr->send_cq) {
-		if (!id->send_cq)
-			id->send_cq = ibv_create_cq(id->verbs, attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, id, NULL, 0);
+		if (!id->send_cq_channel)
+			id->send_cq_channel = ibv_create_comp_channel(id->verbs);
+		if (!id->send_cq && id->send_cq_channel)
+			id->send_cq = ibv_create_cq(id->verbs, attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, id,
+						    id->send_cq_channel, 0);
 		if (!id->send_cq)
 			return -1;
 		attr->send_cq = id->send_cq;
 	}
 	if (!attr->recv_cq) {
-		if (!id->recv_cq)
-			id->recv_cq = ibv_create_cq(id->verbs, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1, id, NULL, 0);
+		if (!id->recv_cq_channel)
+			id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
+		if (!id->recv_cq && id->recv_cq_channel)
+			id->recv_cq = ibv_create_cq(id->verbs, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1, id,
+						    id->recv_cq_channel, 0);
 		if (!id->recv_cq)
 			return -1;
 		attr->recv_cq = id->recv_cq;
@@ -262,6 +280,7 @@ SRD_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
 	q->qp.state = id->qp_type == IBV_QPT_UD ? IBV_QPS_RTS : IBV_QPS_INIT;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
+	srd_async_register(pd->context, q->h, &q->qp);
 	id->qp = &q->qp;
 	return 0;
 }
@@ -270,17 +289,26 @@ SRD_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_
 {
 	if (!id || !attr)
 		return SRD_ERR(EINVAL);
-	// The basic attributes only: no creation flags, send ops or TSO.
-	if (attr->comp_mask & ~(uint32_t)IBV_QP_INIT_ATTR_PD)
+	// The basic attributes and send ops (qpex.c): no creation flags or TSO.
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		return SRD_ERR(EOPNOTSUPP);
+	int ex = !!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+	if (ex && srd_check_send_ops(id->qp_type, attr->send_ops_flags))
+		return -1;
 	struct ibv_qp_init_attr a = {
 		.qp_context = attr->qp_context, .send_cq = attr->send_cq, .recv_cq = attr->recv_cq,
 		.srq = attr->srq, .cap = attr->cap, .qp_type = attr->qp_type, .sq_sig_all = attr->sq_sig_all,
 	};
 	int ret = rdma_create_qp(id, (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : NULL, &a);
-	if (!ret)
-		attr->cap = a.cap;
-	return ret;
+	if (ret)
+		return ret;
+	attr->cap = a.cap;
+	if (ex && srd_qp_make_ex(id->qp)) {
+		int e = errno;
+		rdma_destroy_qp(id);
+		return SRD_ERR(e);
+	}
+	return 0;
 }
 
 SRD_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
@@ -288,12 +316,15 @@ SRD_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	if (!id || !id->qp)
 		return;
 	struct srd_qp *q = (struct srd_qp *)id->qp;
+	srd_async_forget(q->h);
 	if (srdgo_cm_destroy_qp(srd_id_h(id), q->h))
 		return;
 	pthread_mutex_destroy(&q->qp.mutex);
 	pthread_cond_destroy(&q->qp.cond);
+	srd_qpx_free(q->ex);
 	free(q);
 	id->qp = NULL;
+	srd_cm_destroy_cqs(id);
 }
 
 SRD_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
@@ -301,7 +332,7 @@ SRD_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_
 	if (!id)
 		return SRD_ERR(EINVAL);
 	int err = srdgo_cm_connect(srd_id_h(id), conn_param, conn_param ? (void *)conn_param->private_data : NULL);
-	return err ? SRD_ERR(err) : 0;
+	return err ? SRD_ERR(err) : srd_cm_complete(id);
 }
 
 SRD_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
@@ -313,7 +344,7 @@ SRD_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_p
 		return SRD_ERR(err);
 	if (id->qp && id->qp_type != IBV_QPT_UD)
 		id->qp->state = IBV_QPS_RTS;
-	return 0;
+	return id->qp_type == IBV_QPT_UD ? 0 : srd_cm_complete(id);
 }
 
 SRD_EXPORT int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
@@ -333,7 +364,7 @@ SRD_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 		return SRD_ERR(err);
 	if (id->qp)
 		id->qp->state = IBV_QPS_ERR;
-	return 0;
+	return srd_cm_complete(id);
 }
 
 SRD_EXPORT int rdma_establish(struct rdma_cm_id *id)
@@ -429,6 +460,8 @@ SRD_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 		ev->param.ud.ah_attr = info.ah_attr;
 		ev->param.ud.qp_num = info.qp_num;
 		ev->param.ud.qkey = info.qkey;
+		if (ev->event == RDMA_CM_EVENT_MULTICAST_JOIN || ev->event == RDMA_CM_EVENT_MULTICAST_ERROR)
+			ev->param.ud.private_data = info.mc_context; // as librdmacm hands it over
 	} else {
 		struct rdma_conn_param *p = &ev->param.conn;
 		p->private_data = info.pdata_len ? pdata : NULL;

@@ -16,8 +16,9 @@ import (
 
 // cmRetry matches what a client of rdma_cm prints when it reached the
 // server's device before the server listened: a rejection (no listener on
-// the port) or SIDR's "unreachable".
-var cmRetry = regexp.MustCompile(`REJECTED|UNREACHABLE|Unable to init the socket connection`)
+// the port), SIDR's "unreachable", or a synchronous rdma_connect's
+// "Connection refused".
+var cmRetry = regexp.MustCompile(`REJECTED|UNREACHABLE|Unable to init the socket connection|rdma_connect: Connection refused`)
 
 // cmPair runs an rdma_cm server on 127.0.0.1 and its client: the client
 // starts once the server's device holds its UDP port, and is run again

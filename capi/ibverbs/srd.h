@@ -25,10 +25,28 @@ struct srd_context {
 
 struct srd_pd { struct ibv_pd pd; uintptr_t h; };
 struct srd_mr { struct ibv_mr mr; uintptr_t h; };
-struct srd_cq { struct ibv_cq cq; uintptr_t h; };
-struct srd_qp { struct ibv_qp qp; uintptr_t h; };
+// Every CQ and QP has room for its extended form (ibv_cq_ex, ibv_qp_ex,
+// which begin with the basic one); ex is the state of the _ex calls
+// (cqex.c, qpex.c), NULL for an object made by the basic calls.
+struct srd_cq {
+	union {
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;
+	};
+	uintptr_t h;
+	void *ex;
+};
+struct srd_qp {
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qpx;
+	};
+	uintptr_t h;
+	void *ex;
+};
 struct srd_srq { struct ibv_srq srq; uintptr_t h; };
 struct srd_ah { struct ibv_ah ah; uintptr_t h; };
+struct srd_mw { struct ibv_mw mw; uintptr_t h; }; // mw.c
 struct srd_channel { struct ibv_comp_channel ch; uintptr_t h; };
 
 static inline struct srd_context *srd_ctx(struct ibv_context *c)
@@ -36,16 +54,37 @@ static inline struct srd_context *srd_ctx(struct ibv_context *c)
 	return (struct srd_context *)((char *)c - offsetof(struct verbs_context, context));
 }
 
+// Asynchronous events (async.c): the create functions register each QP,
+// CQ and SRQ, the destroy functions forget it first.
+void srd_async_open(struct ibv_context *c);
+void srd_async_close(struct ibv_context *c);
+void srd_async_register(struct ibv_context *c, uintptr_t h, void *obj);
+void srd_async_forget(uintptr_t h);
+
+// The _ex calls (cqex.c, qpex.c): the ops the verbs_context hands out.
+struct ibv_cq_ex *srd_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *srd_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *attr);
+void srd_qpx_free(void *ex);
+
+// Memory windows (mw.c): the context's ops.
+struct ibv_mw *srd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int srd_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind);
+int srd_dealloc_mw(struct ibv_mw *mw);
+int srd_check_send_ops(enum ibv_qp_type type, uint64_t ops);
+int srd_qp_make_ex(struct ibv_qp *qp);
+
 // The members of ibv_send_wr's union wr, named so that Go can read them
 // (cgo turns a union into bytes).
 struct srd_wr_rdma { uint64_t remote_addr; uint32_t rkey; };
 struct srd_wr_atomic { uint64_t remote_addr; uint64_t compare_add; uint64_t swap; uint32_t rkey; };
 struct srd_wr_ud { struct ibv_ah *ah; uint32_t remote_qpn; uint32_t remote_qkey; };
+struct srd_wr_bind { struct ibv_mw *mw; uint32_t rkey; struct ibv_mw_bind_info bind_info; }; // ibv_send_wr's bind_mw
 
 // Offsets of the anonymous unions Go reads or writes.
 enum {
 	srd_send_wr_imm_off = offsetof(struct ibv_send_wr, imm_data),
 	srd_send_wr_wr_off = offsetof(struct ibv_send_wr, wr),
+	srd_send_wr_bind_off = offsetof(struct ibv_send_wr, bind_mw),
 	srd_wc_imm_off = offsetof(struct ibv_wc, imm_data),
 };
 
@@ -63,9 +102,16 @@ SRD_SAME(struct srd_wr_atomic, rkey, struct ibv_send_wr, wr, wr.atomic.rkey);
 SRD_SAME(struct srd_wr_ud, ah, struct ibv_send_wr, wr, wr.ud.ah);
 SRD_SAME(struct srd_wr_ud, remote_qpn, struct ibv_send_wr, wr, wr.ud.remote_qpn);
 SRD_SAME(struct srd_wr_ud, remote_qkey, struct ibv_send_wr, wr, wr.ud.remote_qkey);
+SRD_SAME(struct srd_wr_bind, mw, struct ibv_send_wr, bind_mw, bind_mw.mw);
+SRD_SAME(struct srd_wr_bind, rkey, struct ibv_send_wr, bind_mw, bind_mw.rkey);
+SRD_SAME(struct srd_wr_bind, bind_info, struct ibv_send_wr, bind_mw, bind_mw.bind_info);
 _Static_assert(offsetof(struct ibv_send_wr, wr.rdma) == offsetof(struct ibv_send_wr, wr), "union wr at its start");
 _Static_assert(offsetof(struct srd_context, vctx.context) + sizeof(struct ibv_context) == offsetof(struct srd_context, h),
 	"ibv_context is verbs_context's last member");
+_Static_assert(offsetof(struct ibv_cq_ex, comp_mask) == sizeof(struct ibv_cq) &&
+	offsetof(struct ibv_cq_ex, cqe) == offsetof(struct ibv_cq, cqe) &&
+	offsetof(struct ibv_cq_ex, async_events_completed) == offsetof(struct ibv_cq, async_events_completed),
+	"ibv_cq_ex begins with ibv_cq");
 _Static_assert(offsetof(struct srd_pd, pd) == 0 && offsetof(struct srd_mr, mr) == 0 && offsetof(struct srd_cq, cq) == 0 &&
 	offsetof(struct srd_qp, qp) == 0 && offsetof(struct srd_srq, srq) == 0 && offsetof(struct srd_ah, ah) == 0 &&
 	offsetof(struct srd_channel, ch) == 0, "each object starts with the header's structure");

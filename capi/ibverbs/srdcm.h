@@ -9,7 +9,14 @@
 #include <rdma/rdma_cma.h>
 #include "srd.h"
 
-struct srd_cm_id { struct rdma_cm_id id; uintptr_t h; };
+// sync marks an ID on a channel of its own (synchronous mode, ep.c);
+// ep_attr is the QP a passive rdma_create_ep asked rdma_get_request for.
+struct srd_cm_id {
+	struct rdma_cm_id id;
+	uintptr_t h;
+	int sync;
+	struct ibv_qp_init_attr *ep_attr;
+};
 struct srd_cm_channel { struct rdma_event_channel ch; uintptr_t h; };
 
 // srd_cm_info is what the Go side tells about an ID: its device (an index
@@ -32,6 +39,12 @@ struct srd_cm_event_info {
 	uint8_t responder_resources, initiator_depth, flow_control, retry_count, rnr_retry_count, srq;
 	uint32_t qp_num, qkey;
 	struct ibv_ah_attr ah_attr;
+	void *mc_context; // MULTICAST_JOIN/ERROR: the context of the join (mcast.go)
 };
+
+// Synchronous mode (ep.c).
+int srd_cm_complete(struct rdma_cm_id *id);
+void srd_cm_release_sync(struct rdma_event_channel *ch, struct rdma_cm_event *last);
+void srd_cm_destroy_cqs(struct rdma_cm_id *id);
 
 #endif

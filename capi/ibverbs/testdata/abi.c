@@ -122,9 +122,11 @@ int main(void)
 	CHECK(ibv_resize_cq(cq, 0) == EINVAL && cq->cqe >= 32, "ibv_resize_cq to 0");
 
 	// Not supported: the errno libibverbs gives for a provider without it.
-	struct ibv_cq_init_attr_ex cqx = {.cqe = 4};
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_FLOW_TAG};
 	errno = 0;
-	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP, "ibv_create_cq_ex");
+	CHECK(ibv_create_cq_ex(ctx, &cqx) == NULL && errno == EOPNOTSUPP, "ibv_create_cq_ex with flow tags");
+	errno = 0;
+	CHECK(ibv_alloc_mw(pd, (enum ibv_mw_type)3) == NULL && errno == EINVAL, "ibv_alloc_mw of no type");
 	struct ibv_qp_init_attr xa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND,
 				      .cap = {.max_send_wr = 1, .max_send_sge = 1}};
 	errno = 0;

@@ -1,9 +1,12 @@
-// TestMW's program: memory windows through softrdma's libibverbs.so.1 as
-// programs use them, through the header's inline functions: a type 1
-// window bound with ibv_bind_mw, a type 2 window bound by a BIND_MW work
-// request, RDMA WRITEs through their keys, LOCAL_INV, and the write a
-// revoked key is refused. Two RC QPs on one device, a writing into memory
-// that b's windows give. It prints what failed and exits 1, or "mw: ok".
+// TestMemoryWindows' program: memory windows through the inline
+// ibv_alloc_mw, ibv_bind_mw and ibv_dealloc_mw of <infiniband/verbs.h>.
+// Two RC QPs on one device connected to each other: A binds a type 1
+// window to 64 bytes of a region with the bind call and a type 2 window
+// with a BIND_MW work request (ibv_post_send) and with ibv_wr_bind_mw;
+// B writes through each window's R_Key (landing in the region), writes
+// past a window's end (remote access error), and the region's own R_Key
+// and a window's old R_Key stop nothing but themselves. It prints what
+// failed and exits 1, or "mw: ok".
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,26 +31,17 @@ static int failed;
 			exit(1);                                                               \
 	} while (0)
 
-static struct ibv_wc poll_one(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	for (long i = 0; i < 50000000; i++)
-		if (ibv_poll_cq(cq, 1, &wc) == 1)
-			return wc;
-	MUST(0, "no completion");
-	return wc;
-}
-
 static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE};
 	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = 4;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = *gid;
@@ -60,109 +54,149 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = 4;
 	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
 					   IBV_QP_MAX_QP_RD_ATOMIC) == 0, "RTS");
 }
 
-static char buf[4096];
-
-// write posts an RDMA WRITE of 8 bytes from a into addr with rkey and
-// returns its completion's status.
-static enum ibv_wc_status write(struct ibv_qp *a, struct ibv_cq *cq, struct ibv_mr *mr, void *addr, uint32_t rkey,
-				const char *what)
+static int poll1(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	memcpy(buf, what, 8);
-	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
-	struct ibv_send_wr w = {.wr_id = 7, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-				.send_flags = IBV_SEND_SIGNALED},
-			   *bad;
-	w.wr.rdma.remote_addr = (uintptr_t)addr;
-	w.wr.rdma.rkey = rkey;
-	MUST(ibv_post_send(a, &w, &bad) == 0, "post RDMA WRITE");
-	struct ibv_wc wc = poll_one(cq);
-	CHECK(wc.wr_id == 7 && wc.opcode == IBV_WC_RDMA_WRITE, "write completion: id %llu opcode %d",
-	      (unsigned long long)wc.wr_id, wc.opcode);
+	for (long i = 0; i < 20000000; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n;
+	}
+	return 0;
+}
+
+// write_via has B write 8 bytes at addr with rkey and returns the status.
+static enum ibv_wc_status write_via(struct ibv_qp *b, struct ibv_cq *cq, struct ibv_mr *mr, char *src, uint64_t addr,
+				    uint32_t rkey)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)src, .length = 8, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.wr.rdma.remote_addr = addr;
+	wr.wr.rdma.rkey = rkey;
+	MUST(ibv_post_send(b, &wr, &bad) == 0, "B's WRITE");
+	struct ibv_wc wc;
+	MUST(poll1(cq, &wc) == 1 && wc.wr_id == 7, "B's WRITE completion");
 	return wc.status;
+}
+
+// reconnect connects both QPs afresh after B's remote access error (which
+// left B in the error state), so that their PSNs start again together.
+static void reconnect(struct ibv_qp *b, struct ibv_qp *a, union ibv_gid *gid)
+{
+	struct ibv_qp_attr r = {.qp_state = IBV_QPS_RESET};
+	MUST(ibv_modify_qp(a, &r, IBV_QP_STATE) == 0 && ibv_modify_qp(b, &r, IBV_QP_STATE) == 0, "to RESET");
+	to_rts(a, b->qp_num, gid);
+	to_rts(b, a->qp_num, gid);
 }
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	MUST(list && list[0], "ibv_get_device_list");
+	int n = -1;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	MUST(list && n == 1, "ibv_get_device_list: %d devices", n);
 	struct ibv_context *ctx = ibv_open_device(list[0]);
 	MUST(ctx, "ibv_open_device");
 	ibv_free_device_list(list);
 	struct ibv_device_attr da;
 	MUST(ibv_query_device(ctx, &da) == 0, "ibv_query_device");
-	CHECK((da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) && (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) &&
-		      da.max_mw > 0,
-	      "memory window capabilities");
+	CHECK((da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) && da.max_mw > 0, "memory windows: caps %x max_mw %d",
+	      da.device_cap_flags, da.max_mw);
+
+	union ibv_gid gid;
+	MUST(ibv_query_gid(ctx, 1, 0, &gid) == 0, "ibv_query_gid");
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	MUST(pd, "ibv_alloc_pd");
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf),
-				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	static char mem[8192];
+	struct ibv_mr *mr = ibv_reg_mr(pd, mem, sizeof(mem), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+							      IBV_ACCESS_MW_BIND);
 	MUST(mr, "ibv_reg_mr");
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	MUST(cq, "ibv_create_cq");
-	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
-				      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
-	MUST(a && b, "ibv_create_qp");
-	union ibv_gid gid;
-	MUST(ibv_query_gid(ctx, 1, 0, &gid) == 0, "GID");
+	struct ibv_cq *acq = ibv_create_cq(ctx, 16, NULL, NULL, 0), *bcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	MUST(acq && bcq, "ibv_create_cq");
+	struct ibv_qp_init_attr_ex qa = {
+		.send_cq = acq, .recv_cq = acq, .qp_type = IBV_QPT_RC,
+		.cap = {.max_send_wr = 8, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_RDMA_WRITE,
+	};
+	struct ibv_qp *a = ibv_create_qp_ex(ctx, &qa);
+	qa.send_cq = qa.recv_cq = bcq;
+	struct ibv_qp *b = ibv_create_qp_ex(ctx, &qa);
+	MUST(a && b, "ibv_create_qp_ex");
 	to_rts(a, b->qp_num, &gid);
 	to_rts(b, a->qp_num, &gid);
+	strcpy(mem + 4096, "window!");
 
-	errno = 0;
-	CHECK(ibv_alloc_mw(pd, 3) == NULL && errno == EINVAL, "a window of type 3");
-
-	// Type 1: ibv_bind_mw on b, then a writes through the window's key.
+	// Type 1: the bind call, signaled.
 	struct ibv_mw *w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
 	MUST(w1 && w1->type == IBV_MW_TYPE_1 && w1->pd == pd && w1->context == ctx, "ibv_alloc_mw type 1");
 	uint32_t old = w1->rkey;
-	struct ibv_mw_bind mb = {.wr_id = 1, .send_flags = IBV_SEND_SIGNALED,
-				 .bind_info = {.mr = mr, .addr = (uintptr_t)buf + 256, .length = 64,
-					       .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
-	CHECK(ibv_bind_mw(b, w1, &mb) == 0, "ibv_bind_mw");
-	CHECK(w1->rkey != old && (w1->rkey & ~0xffu) == (old & ~0xffu), "bound key %x after %x", w1->rkey, old);
-	struct ibv_wc wc = poll_one(cq);
-	CHECK(wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "bind completion: %s",
-	      ibv_wc_status_str(wc.status));
-	CHECK(write(a, cq, mr, buf + 256, w1->rkey, "window1") == IBV_WC_SUCCESS, "write through type 1");
-	CHECK(memcmp(buf + 256, "window1", 8) == 0, "written through type 1");
-
-	// Type 2: a BIND_MW work request on b, a write through it, LOCAL_INV.
+	struct ibv_mw_bind bind = {.wr_id = 11, .send_flags = IBV_SEND_SIGNALED,
+				   .bind_info = {.mr = mr, .addr = (uintptr_t)mem + 1024, .length = 64,
+						 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+	MUST(ibv_bind_mw(a, w1, &bind) == 0, "ibv_bind_mw");
+	CHECK(w1->rkey != old && (w1->rkey & ~0xffu) == (old & ~0xffu), "the window's R_Key %x after the bind (was %x)",
+	      w1->rkey, old);
+	struct ibv_wc wc;
+	MUST(poll1(acq, &wc) == 1, "the bind's completion");
+	CHECK(wc.wr_id == 11 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "bind: id %llu status %d op %d",
+	      (unsigned long long)wc.wr_id, wc.status, wc.opcode);
+	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 1024, w1->rkey) == IBV_WC_SUCCESS, "a WRITE through the window");
+	CHECK(memcmp(mem + 1024, "window!", 8) == 0, "the window's bytes: %.8s", mem + 1024);
+	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 1024 + 60, w1->rkey) == IBV_WC_REM_ACCESS_ERR,
+	      "a WRITE past the window's end");
+	reconnect(b, a, &gid);
+	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 1024, old) == IBV_WC_REM_ACCESS_ERR,
+	      "a WRITE with the window's R_Key before the bind");
+	reconnect(b, a, &gid);
+	struct ibv_mw_bind type2 = bind;
 	struct ibv_mw *w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
 	MUST(w2 && w2->type == IBV_MW_TYPE_2, "ibv_alloc_mw type 2");
-	uint32_t key2 = ibv_inc_rkey(w2->rkey);
-	struct ibv_send_wr bw = {.wr_id = 2, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
-	bw.bind_mw.mw = w2;
-	bw.bind_mw.rkey = key2;
-	bw.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr, .addr = (uintptr_t)buf + 512, .length = 64,
-							 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
-	CHECK(ibv_post_send(b, &bw, &bad) == 0, "post BIND_MW");
-	wc = poll_one(cq);
-	CHECK(wc.wr_id == 2 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "BIND_MW completion: %s",
-	      ibv_wc_status_str(wc.status));
-	CHECK(write(a, cq, mr, buf + 512, key2, "window2") == IBV_WC_SUCCESS, "write through type 2");
-	CHECK(memcmp(buf + 512, "window2", 8) == 0, "written through type 2");
-	struct ibv_send_wr inv = {.wr_id = 3, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
-				  .invalidate_rkey = key2};
-	CHECK(ibv_post_send(b, &inv, &bad) == 0, "post LOCAL_INV");
-	wc = poll_one(cq);
-	CHECK(wc.wr_id == 3 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "LOCAL_INV completion: %s",
-	      ibv_wc_status_str(wc.status));
-	// The invalidated key no longer gives access (a's QP goes to error).
-	CHECK(write(a, cq, mr, buf + 512, key2, "revoked") == IBV_WC_REM_ACCESS_ERR, "write through a revoked key");
-	CHECK(memcmp(buf + 512, "window2", 8) == 0, "nothing written through a revoked key");
+	CHECK(ibv_bind_mw(a, w2, &type2) == EINVAL, "the bind call on a type 2 window");
 
-	CHECK(ibv_dealloc_mw(w1) == 0 && ibv_dealloc_mw(w2) == 0, "ibv_dealloc_mw");
-	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "ibv_destroy_qp");
-	CHECK(ibv_destroy_cq(cq) == 0, "ibv_destroy_cq");
-	CHECK(ibv_dereg_mr(mr) == 0, "ibv_dereg_mr");
-	CHECK(ibv_dealloc_pd(pd) == 0, "ibv_dealloc_pd");
-	CHECK(ibv_close_device(ctx) == 0, "ibv_close_device");
+	// Type 2: a BIND_MW work request through ibv_post_send.
+	uint32_t k2 = ibv_inc_rkey(w2->rkey);
+	struct ibv_send_wr bw = {.wr_id = 12, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *badw;
+	bw.bind_mw.mw = w2;
+	bw.bind_mw.rkey = k2;
+	bw.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr, .addr = (uintptr_t)mem + 2048, .length = 64,
+							 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	MUST(ibv_post_send(a, &bw, &badw) == 0, "BIND_MW");
+	MUST(poll1(acq, &wc) == 1, "BIND_MW's completion");
+	CHECK(wc.wr_id == 12 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "BIND_MW: status %d op %d",
+	      wc.status, wc.opcode);
+	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 2048, k2) == IBV_WC_SUCCESS, "a WRITE through the type 2 window");
+	CHECK(memcmp(mem + 2048, "window!", 8) == 0, "the type 2 window's bytes: %.8s", mem + 2048);
+
+	// ... and through ibv_wr_bind_mw, after a LOCAL_INV frees it.
+	struct ibv_qp_ex *ax = ibv_qp_to_qp_ex(a);
+	MUST(ax, "ibv_qp_to_qp_ex");
+	struct ibv_send_wr inv = {.wr_id = 13, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED};
+	inv.invalidate_rkey = k2;
+	MUST(ibv_post_send(a, &inv, &badw) == 0 && poll1(acq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "LOCAL_INV: status %d",
+	     wc.status);
+	uint32_t k3 = ibv_inc_rkey(k2);
+	struct ibv_mw_bind_info info = {.mr = mr, .addr = (uintptr_t)mem + 3072, .length = 64,
+					.mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	ibv_wr_start(ax);
+	ax->wr_id = 14;
+	ax->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(ax, w2, k3, &info);
+	MUST(ibv_wr_complete(ax) == 0, "ibv_wr_bind_mw");
+	MUST(poll1(acq, &wc) == 1, "ibv_wr_bind_mw's completion");
+	CHECK(wc.wr_id == 14 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "wr_bind_mw: status %d op %d",
+	      wc.status, wc.opcode);
+	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 3072, k3) == IBV_WC_SUCCESS, "a WRITE after ibv_wr_bind_mw");
+	CHECK(memcmp(mem + 3072, "window!", 8) == 0, "the rebound window's bytes: %.8s", mem + 3072);
+
+	MUST(ibv_dealloc_mw(w1) == 0 && ibv_dealloc_mw(w2) == 0, "ibv_dealloc_mw");
+	MUST(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "ibv_destroy_qp");
+	MUST(ibv_destroy_cq(acq) == 0 && ibv_destroy_cq(bcq) == 0, "ibv_destroy_cq");
+	MUST(ibv_dereg_mr(mr) == 0 && ibv_dealloc_pd(pd) == 0 && ibv_close_device(ctx) == 0, "teardown");
 	if (failed)
 		return 1;
 	printf("mw: ok\n");
