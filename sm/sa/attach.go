@@ -60,6 +60,7 @@ func Attach(t sm.Transport, smCfg sm.Config, cfg Config) (*SM, error) {
 		return nil, err
 	}
 	srv.Store(s)
+	s.watch() // Reports of traps 64 and 65 (inform.go)
 	return &SM{Manager: m, SA: s}, nil
 }
 

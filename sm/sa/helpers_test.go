@@ -325,8 +325,14 @@ func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16
 			if want := uint32(len(payload)) + expect*mad.SAHeaderSize; firstLen != want {
 				c.t.Fatalf("first segment's PayloadLength %d, want %d for %d segments", firstLen, want, expect)
 			}
+			if len(payload) == 0 && offset != 0 {
+				c.t.Fatalf("an empty table with AttributeOffset %d", offset)
+			}
 			if offset == 0 {
-				c.t.Fatal("AttributeOffset 0")
+				if len(payload) != 0 {
+					c.t.Fatal("AttributeOffset 0 with records")
+				}
+				return st, nil
 			}
 			var recs [][]byte
 			for i := 0; i+offset <= len(payload); i += offset {

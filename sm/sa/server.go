@@ -93,6 +93,8 @@ type Server struct {
 	wg   sync.WaitGroup
 
 	requests, dropped, errs, completed, aborted, resent atomic.Uint64
+
+	inf informState // InformInfo subscriptions and Reports (inform.go)
 }
 
 // New returns a Server answering from src's snapshots through t.
@@ -144,6 +146,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
+	s.stopReports()
 	s.wg.Wait()
 	return nil
 }
@@ -197,6 +200,10 @@ func (s *Server) Handle(d *sm.Datagram) {
 		return
 	}
 	method := m.MAD().Method()
+	if method == mad.MethodReportResp {
+		s.reportResp(m)
+		return
+	}
 	if method.IsResponse() {
 		s.dropped.Add(1)
 		s.log.Debug("dropped a response", "slid", d.SLID, "method", mad.SAMethodName(method))
@@ -215,7 +222,14 @@ func (s *Server) Handle(d *sm.Datagram) {
 		a = fail(mad.SAStatusReqInvalid)
 	default:
 		r.subnet = s.src.Subnet()
+		var before map[mad.GID]bool
+		if r.attr == mad.SAAttrMCMemberRecord && r.subnet != nil {
+			before = s.groupSet()
+		}
 		a = s.dispatch(r)
+		if before != nil {
+			defer s.reportGroups(before, s.groupSet())
+		}
 	}
 	s.respond(r, a)
 	for _, c := range a.notify {
@@ -246,6 +260,10 @@ func (s *Server) dispatch(r *request) answer {
 		return s.serviceRecord(r)
 	case mad.SAAttrMCMemberRecord:
 		return s.mcMemberRecord(r)
+	case mad.SAAttrInformInfo:
+		return s.informInfo(r)
+	case mad.SAAttrInformInfoRecord:
+		return s.informInfoRecords(r)
 	}
 	if r.method != mad.MethodGet && r.method != mad.MethodGetTable {
 		return fail(mad.StatusMethodAttrInvalid)
@@ -268,6 +286,9 @@ func (s *Server) dispatch(r *request) answer {
 	case mad.SAAttrPathRecord:
 		return s.pathRecords(r)
 	}
+	if a, ok := s.tableRecord(r); ok {
+		return a
+	}
 	return fail(mad.StatusMethodAttrInvalid)
 }
 
@@ -283,8 +304,11 @@ func match(r *request, comps []mad.Component, size int, all [][]byte) answer {
 }
 
 func (s *Server) classPortInfo() answer {
+	// As OpenSM fills it: no redirection (QP1 and the GSI Q_Key named
+	// anyway), the capabilities this SA has.
 	c := mad.ClassPortInfo{BaseVersion: mad.BaseVersion, ClassVersion: mad.SAClassVersion,
-		RespTimeValue: 0x12}
+		CapabilityMask: s.capabilities(), RespTimeValue: 0x12, RedirectQP: mad.GSIQPN, RedirectQKey: mad.GSIQKey,
+		TrapQKey: mad.GSIQKey}
 	b := make([]byte, mad.ClassPortInfoSize)
 	c.Encode(b)
 	return answer{records: [][]byte{b}, size: mad.ClassPortInfoSize}
@@ -317,6 +341,11 @@ func (s *Server) respond(r *request, a answer) {
 	hdr := r.m.Header()
 	hdr.SMKey = 0
 	hdr.AttributeOffset = uint16(mad.RecordStride(a.size) / 8)
+	if len(a.records) == 0 {
+		// An empty table has no record size, as OpenSM answers it: saquery
+		// and libibmad read AttributeOffset 0 as no record.
+		hdr.AttributeOffset = 0
+	}
 	b := make([]byte, mad.Size)
 	out, _ := mad.NewSAMAD(b, respMethod, r.attr, r.m.MAD().TransactionID(), &hdr)
 	out.MAD().SetClassVersion(r.m.MAD().ClassVersion())
