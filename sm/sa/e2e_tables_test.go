@@ -158,7 +158,7 @@ func tableQueries(s *sm.Subnet) []textQuery {
 		q("", "PKTR", fmt.Sprint(ca.LID())), // untrusted: an error, the same error
 		q("LFT Record dump", "LFTR", fmt.Sprintf("%d/0", swLID)),
 		q("", "LFTR", fmt.Sprintf("%d/9", swLID)), // past LinearFDBTop: none
-		q("", "MFTR"),                             // no group: none
+		q("", "MFTR"), // no group: none
 		q("GUIDInfo Record dump", "GIR", fmt.Sprintf("%d/0", ca.LID())),
 		q("GUIDInfo Record dump", "GIR", fmt.Sprintf("%d/0", swLID)),
 		q("SMInfoRecord dump", "SMIR", fmt.Sprint(s.SMLID)),

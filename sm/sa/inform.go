@@ -48,13 +48,13 @@ type pendingReport struct {
 
 // informState is the Server's subscriptions and reports in flight.
 type informState struct {
-	mu      sync.Mutex
-	subs    []*subscription
-	enum    uint16
-	tid     uint64
-	pending map[uint64]*pendingReport // by TID
-	last    map[uint64]uint16         // Observe: end port GUIDs -> LID of the last snapshot
-	seen    bool
+	mu                    sync.Mutex
+	subs                  []*subscription
+	enum                  uint16
+	tid                   uint64
+	pending               map[uint64]*pendingReport // by TID
+	last                  map[uint64]uint16         // Observe: end port GUIDs -> LID of the last snapshot
+	seen                  bool
 	reports, resent, lost uint64
 }
 
