@@ -3,11 +3,15 @@
 // the SM's latest [sm.Subnet] snapshot.
 //
 // It answers Get and GetTable for NodeRecord, PortInfoRecord,
-// SwitchInfoRecord, LinkRecord and PathRecord, matching the query record's
-// components its ComponentMask selects; keeps ServiceRecords (Set
-// registers with a lease, Delete removes) and multicast groups
-// (MCMemberRecord Set joins, creating the group and its MLID, Delete
-// leaves); and answers ClassPortInfo. A table answer (GetTableResp) travels
+// SwitchInfoRecord, LinkRecord, PathRecord, SLtoVLMappingTableRecord,
+// VLArbitrationTableRecord, P_KeyTableRecord, LinearForwardingTableRecord,
+// MulticastForwardingTableRecord, GuidInfoRecord and SMInfoRecord,
+// matching the query record's components its ComponentMask selects; keeps
+// ServiceRecords (Set registers with a lease, Delete removes), multicast
+// groups (MCMemberRecord Set joins, creating the group and its MLID,
+// Delete leaves) and event subscriptions (Set(InformInfo), listed as
+// InformInfoRecords, reported to by Report(Notice)); and answers
+// ClassPortInfo. A table answer (GetTableResp) travels
 // by RMPP, in segments of 200 bytes under the receiver's window with
 // retransmission on timeout, as OpenSM's SA (through the Linux MAD layer)
 // sends it, so that saquery and librdmacm read it. Errors carry the SA
