@@ -176,7 +176,7 @@ func tableQueries(s *sm.Subnet) []textQuery {
 // compared:
 //   - ActCount: each SM's own count of its work.
 //   - ClassPortInfo's capability masks: softrdma's SA claims only what it
-//     implements (GetSet(Notice), UD multicast), OpenSM more (optional
+//     implements (GetSet(Notice), UD multicast, MultiPathRecord), OpenSM more (optional
 //     records, port-capability matching, CapabilityMask2's alias GUIDs,
 //     multicast ServiceRecords ...); and the response time (OpenSM's from
 //     its transaction timeout, softrdma's 0x12).

@@ -246,9 +246,12 @@ func (s *Server) Handle(d *sm.Datagram) {
 // dispatch answers a request by method and attribute.
 func (s *Server) dispatch(r *request) answer {
 	switch r.method {
-	case mad.MethodGet, mad.MethodGetTable, mad.MethodSet, mad.MethodDelete:
+	case mad.MethodGet, mad.MethodGetTable, mad.MethodSet, mad.MethodDelete, mad.MethodGetMulti:
 	default:
 		return fail(mad.StatusMethodUnsupported)
+	}
+	if (r.method == mad.MethodGetMulti) != (r.attr == mad.SAAttrMultiPathRecord) {
+		return fail(mad.StatusMethodAttrInvalid) // GetMulti is for MultiPathRecord alone
 	}
 	if r.attr == mad.AttrClassPortInfo {
 		if r.method != mad.MethodGet {
@@ -268,6 +271,9 @@ func (s *Server) dispatch(r *request) answer {
 		return s.informInfo(r)
 	case mad.SAAttrInformInfoRecord:
 		return s.informInfoRecords(r)
+	}
+	if r.attr == mad.SAAttrMultiPathRecord {
+		return s.multiPathRecords(r)
 	}
 	if r.method != mad.MethodGet && r.method != mad.MethodGetTable {
 		return fail(mad.StatusMethodAttrInvalid)
@@ -321,7 +327,8 @@ func (s *Server) classPortInfo() answer {
 // respond sends the answer: GetResp (or SetResp/DeleteResp) with one
 // record or a status, or a GetTableResp by RMPP.
 func (s *Server) respond(r *request, a answer) {
-	if a.status == mad.StatusOK && r.method != mad.MethodGetTable {
+	multi := r.method == mad.MethodGetTable || r.method == mad.MethodGetMulti
+	if a.status == mad.StatusOK && !multi {
 		switch len(a.records) {
 		case 0:
 			a.status = mad.SAStatusNoRecords
@@ -341,6 +348,12 @@ func (s *Server) respond(r *request, a answer) {
 		respMethod = mad.MethodGetTableResp
 	case mad.MethodDelete:
 		respMethod = mad.MethodDeleteResp
+	case mad.MethodGetMulti:
+		respMethod = mad.MethodGetMultiResp
+	}
+	attr := r.attr
+	if attr == mad.SAAttrMultiPathRecord && a.status == mad.StatusOK {
+		attr = mad.SAAttrPathRecord // o15-0.2.7: the answer is PathRecords
 	}
 	hdr := r.m.Header()
 	hdr.SMKey = 0
@@ -351,11 +364,11 @@ func (s *Server) respond(r *request, a answer) {
 		hdr.AttributeOffset = 0
 	}
 	b := make([]byte, mad.Size)
-	out, _ := mad.NewSAMAD(b, respMethod, r.attr, r.m.MAD().TransactionID(), &hdr)
+	out, _ := mad.NewSAMAD(b, respMethod, attr, r.m.MAD().TransactionID(), &hdr)
 	out.MAD().SetClassVersion(r.m.MAD().ClassVersion())
 	out.MAD().SetAttributeModifier(r.m.MAD().AttributeModifier())
 	out.MAD().SetStatus(a.status)
-	if respMethod == mad.MethodGetTableResp && a.status == mad.StatusOK {
+	if multi && a.status == mad.StatusOK {
 		s.startTransfer(r, out, a)
 		return
 	}
@@ -364,8 +377,8 @@ func (s *Server) respond(r *request, a answer) {
 	} else {
 		copy(out.Data(), r.data) // as OpenSM: the query comes back
 	}
-	if respMethod == mad.MethodGetTableResp {
-		// An error answer to GetTable is one RMPP segment too.
+	if multi {
+		// An error answer to GetTable or GetMulti is one RMPP segment too.
 		out.SetRMPP(&mad.RMPPHeader{Version: mad.RMPPVersion, Type: mad.RMPPTypeData, RRespTime: mad.RMPPNoRespTime,
 			Flags: mad.RMPPFlagActive | mad.RMPPFlagFirst | mad.RMPPFlagLast, SegmentNumber: 1,
 			Length: mad.SAHeaderSize})

@@ -252,4 +252,4 @@ const (
 )
 
 // capabilities is what the SA's ClassPortInfo claims.
-func (s *Server) capabilities() uint16 { return capUDMulticast | capGetSetNotice }
+func (s *Server) capabilities() uint16 { return capUDMulticast | capGetSetNotice | capMultiPath }

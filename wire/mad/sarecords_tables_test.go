@@ -1,6 +1,7 @@
 package mad
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -103,4 +104,27 @@ func fieldIndex(t *testing.T, typ reflect.Type, path string) []int {
 		typ = f.Type
 	}
 	return idx
+}
+
+// TestMultiPathRecordGIDs: SGIDCount plus DGIDCount past what fits is
+// rejected; Encode leaves out the GIDs that do not fit.
+func TestMultiPathRecordGIDs(t *testing.T) {
+	x := sampleMultiPathRecord()
+	b := make([]byte, MultiPathRecordSize)
+	x.Encode(b)
+	if b[15] != 2 || b[16] != 3 || b[13] != 0x11 || b[23] != 0x88 {
+		t.Errorf("counts %d %d, service ID bytes %#x %#x", b[15], b[16], b[13], b[23])
+	}
+	b[16] = 10
+	if _, err := ParseMultiPathRecord(b); !errors.Is(err, ErrTooLong) {
+		t.Errorf("12 GIDs: %v", err)
+	}
+	for range 12 {
+		x.DGIDs = append(x.DGIDs, MakeGID(1, 1))
+	}
+	x.Encode(b)
+	got, err := ParseMultiPathRecord(b)
+	if err != nil || len(got.SGIDs) != 2 || len(got.DGIDs) != MultiPathMaxGIDs-2 {
+		t.Errorf("encoded %d+%d GIDs: %v", len(got.SGIDs), len(got.DGIDs), err)
+	}
 }
