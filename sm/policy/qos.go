@@ -66,8 +66,8 @@ func DefaultQoSParams() QoSParams {
 
 // ParseQoS reads the QoS options of an opensm.conf: lines "name value"
 // (or name=value), '#' comments, options that are not QoS ignored. It
-// knows qos (TRUE or FALSE), qos_policy_file (ignored: the advanced QoS
-// policy is not implemented), and max_vls, high_limit, vlarb_high,
+// knows qos (TRUE or FALSE), qos_policy_file (ignored: ParseQoSPolicy
+// reads the file, for the SA's PathRecord SLs), and max_vls, high_limit, vlarb_high,
 // vlarb_low and sl2vl after the prefixes qos_, qos_ca_, qos_swe_,
 // qos_sw0_ and qos_rtr_. A VL arbitration table is a comma-separated list
 // of VL:weight (at most 64; VL 0-14, weight 0-255), an SL2VL table 16 VLs

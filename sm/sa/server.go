@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/sm"
+	"github.com/softrdma/softrdma/sm/policy"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -56,6 +57,12 @@ type Config struct {
 	// PacketLifeTime is the PathRecord and MCMemberRecord packet lifetime
 	// (default 0x12, OpenSM's).
 	PacketLifeTime uint8
+	// QoSPolicy, if not nil, gives PathRecords (and the paths of
+	// MultiPathRecords) their SL: by the query's service ID and QoS
+	// class, the path's P_Key and its end ports' GUIDs (OpenSM's
+	// qos-policy.conf match rules and qos-ulps). A query that asks for
+	// another SL gets no path.
+	QoSPolicy *policy.QoSPolicy
 	// Now gives the time for service leases (default time.Now).
 	Now func() time.Time
 	// Logger receives the server's messages (default slog.Default()).
