@@ -35,14 +35,27 @@ type SM struct {
 // fails the test.
 func New(t testing.TB, f *fabric.Fabric, node string, port int) *SM {
 	t.Helper()
+	return NewConfig(t, f, node, port, sm.Config{})
+}
+
+// NewConfig is New with the Manager configured by cfg; a zero
+// SweepInterval becomes an hour (sweeps when the test asks) and a nil
+// Logger discards.
+func NewConfig(t testing.TB, f *fabric.Fabric, node string, port int, cfg sm.Config) *SM {
+	t.Helper()
 	s := &SM{T: t, Fabric: f, C: make(chan *fabric.Datagram, 64)}
 	n := f.NodeByName(node)
 	tr, err := sm.FabricTransport(f, n, port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if s.Manager, err = sm.New(tr, sm.Config{Logger: quiet, SweepInterval: time.Hour}); err != nil {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = time.Hour
+	}
+	if s.Manager, err = sm.New(tr, cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Manager.Close() })
