@@ -114,9 +114,10 @@ type lidRange struct {
 }
 
 // portLIDsOK reports whether p's PortInfo already says what the SM sets
-// (LIDs, SM LID, prefix and M_Key).
+// (LIDs, SM LID, prefix, and the M_Key if the SM has one).
 func (m *Manager) portLIDsOK(p *Port, lid, smLID uint16) bool {
 	pi := &p.Info
 	return pi.LID == lid && pi.LMC == m.lmcOf(p) && pi.MasterSMLID == smLID && pi.GIDPrefix == m.cfg.Prefix &&
-		pi.MKey == m.cfg.MKey && pi.MKeyProtectBits == m.cfg.MKeyProtectBits && pi.MKeyLeasePeriod == m.cfg.MKeyLeasePeriod
+		(m.cfg.MKey == 0 || pi.MKey == m.cfg.MKey && pi.MKeyProtectBits == m.cfg.MKeyProtectBits &&
+			pi.MKeyLeasePeriod == m.cfg.MKeyLeasePeriod)
 }

@@ -59,7 +59,8 @@ type Config struct {
 	// present it.
 	SMKey uint64
 	// MKey is the M_Key the SM sets in every CA port and switch port 0
-	// and carries in its SMPs (0: none, the ports unprotected).
+	// and carries in its SMPs (0: none; the ports' M_Key fields are left
+	// as they are).
 	// MKeyProtectBits (0-3) says what an SMP without it may still do
 	// (IBTA 14.2.4.1: 0 Get all, 1 Get with the M_Key hidden, 2 and 3
 	// nothing); MKeyLeasePeriod how many seconds a port keeps its
