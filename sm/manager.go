@@ -50,6 +50,11 @@ type Config struct {
 	// that arrives at the SM's port, from the Manager's receive goroutine;
 	// it must not block long. nil drops them.
 	GMP func(*Datagram)
+	// Notice, if not nil, receives every trap's notice the SM's port
+	// receives (after the SM repressed it), from the Manager's receive
+	// goroutine; it must not block long. The SA forwards them to its
+	// subscribers (sa.Attach sets it).
+	Notice func(mad.Notice)
 	// LMC is the LID mask control of CA ports: each gets 2^LMC LIDs
 	// (0-7). Switches get one LID.
 	LMC uint8
@@ -357,6 +362,9 @@ func (m *Manager) onTrap(d *Datagram) {
 	}
 	if nt.IsGeneric && (nt.TrapNumber == mad.TrapLinkStateChange || nt.TrapNumber == mad.TrapCapabilityMaskChanged) {
 		m.kick()
+	}
+	if m.cfg.Notice != nil {
+		m.cfg.Notice(nt)
 	}
 }
 

@@ -3,7 +3,8 @@
 // subscriber a Report(Notice) when the event happens: a port's GID in or
 // out of service (traps 64 and 65, which Observe finds by comparing the
 // SM's snapshots), a multicast group created or deleted (66 and 67, when
-// the SA's own groups change), or any notice the SM hands to Report. A
+// the SA's own groups change), and every trap the SM receives (144, 128,
+// 256 ..., which Attach forwards), or any notice handed to Report. A
 // Report is sent again until the subscriber answers ReportResp, as
 // OpenSM does.
 
@@ -165,15 +166,18 @@ func (x *subscription) wants(n *mad.Notice, gid mad.GID, lid uint16) bool {
 
 // Report sends notice n to every subscriber whose InformInfo asks for
 // it. gid and lid name the port the notice is about (for the subscriptions
-// by GID or LID range; zero: none). The SA fills in IssuerLID and
-// IssuerGID (the SM's port). It returns how many Reports it sent.
+// by GID or LID range; zero: none). A zero IssuerLID becomes the SM's
+// (the SA's own notices), and a zero IssuerGID the GID of the issuer's
+// port. It returns how many Reports it sent.
 func (s *Server) Report(n mad.Notice, gid mad.GID, lid uint16) int {
 	sn := s.src.Subnet()
 	if sn == nil {
 		return 0
 	}
-	n.IssuerLID = sn.SMLID
-	if p := sn.PortByLID(sn.SMLID); p != nil {
+	if n.IssuerLID == 0 {
+		n.IssuerLID = sn.SMLID // the SA's own notice
+	}
+	if p := sn.PortByLID(n.IssuerLID); p != nil && n.IssuerGID == [16]byte{} {
 		n.IssuerGID = mad.MakeGID(sn.Prefix, p.GUID)
 	}
 	s.mu.Lock()
@@ -374,4 +378,24 @@ func (x *informState) pendingTIDs() []uint64 {
 		out = append(out, tid)
 	}
 	return out
+}
+
+// forwardTraps returns the sm.Config.Notice of an attached SA: every trap
+// the SM receives goes to the subscribers, about its issuer's port, as
+// OpenSM forwards them; next, if set, is called too.
+func forwardTraps(srv interface{ Load() *Server }, next func(mad.Notice)) func(mad.Notice) {
+	return func(n mad.Notice) {
+		if s := srv.Load(); s != nil {
+			var gid mad.GID
+			if sn := s.src.Subnet(); sn != nil {
+				if p := sn.PortByLID(n.IssuerLID); p != nil {
+					gid = mad.MakeGID(sn.Prefix, p.GUID)
+				}
+			}
+			s.Report(n, gid, n.IssuerLID)
+		}
+		if next != nil {
+			next(n)
+		}
+	}
 }

@@ -148,7 +148,9 @@ func encInform(ii mad.InformInfo) []byte { return enc(&ii, mad.InformInfoSize) }
 // TestReportsOverFabric: softrdma's SM and SA on the in-process fabric; a
 // subscriber at Hca2 subscribes by a Set(InformInfo) sent from its port
 // to group creation, Hca3 creates a group by joining it, and the
-// subscriber receives the Report(Notice) at its port and answers it.
+// subscriber receives the Report(Notice) at its port and answers it; then
+// to trap 144, which Hca4's port sends the SM when its capability mask
+// changes, and which the SA forwards.
 func TestReportsOverFabric(t *testing.T) {
 	f := openFabric(t, "net.2sw2path4hca")
 	tr, err := sm.FabricTransport(f, f.NodeByName("Hca1"), 1)
@@ -211,10 +213,36 @@ func TestReportsOverFabric(t *testing.T) {
 	if err := cl.Send(&fabric.Datagram{SLID: sub.LID(), DLID: sn.SMLID, SQP: 1, DQP: 1, PKey: 0xFFFF, QKey: mad.GSIQKey, MAD: resp}); err != nil {
 		t.Fatal(err)
 	}
+	// Trap 144 from Hca4 (its capability mask changed), which the SM
+	// receives, is forwarded to a subscriber of 144, the issuer Hca4.
+	ii.TrapNumber = mad.TrapCapabilityMaskChanged
+	if err := cl.Send(&fabric.Datagram{SLID: sub.LID(), DLID: sn.SMLID, SQP: 1, DQP: 1, PKey: 0xFFFF, QKey: mad.GSIQKey,
+		MAD: subscribeMAD(503, ii)}); err != nil {
+		t.Fatal(err)
+	}
+	if m := next("SetResp"); m.MAD().Status() != 0 || m.MAD().TransactionID() != 503 {
+		t.Fatalf("subscribe to 144: status %#x", m.MAD().Status())
+	}
+	hca4 := sn.PortByGUID(f.NodeByName("Hca4").PortGUID(1))
+	if err := f.SetIsSM(f.NodeByName("Hca4"), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	m = next("Report of trap 144")
+	n, _ = mad.ParseNotice(m.Data()[:mad.NoticeFullSize])
+	if m.MAD().Method() != mad.MethodReport || n.TrapNumber != mad.TrapCapabilityMaskChanged || n.IssuerLID != hca4.LID() ||
+		n.IssuerGID != mad.MakeGID(sn.Prefix, hca4.GUID) || n.Trap144().CapabilityMask&mad.PortCapIsSM == 0 {
+		t.Fatalf("got %s trap %d from LID %d", mad.SAMethodName(m.MAD().Method()), n.TrapNumber, n.IssuerLID)
+	}
+	resp = append([]byte(nil), m...)
+	mad.MAD(resp).SetMethod(mad.MethodReportResp)
+	if err := cl.Send(&fabric.Datagram{SLID: sub.LID(), DLID: sn.SMLID, SQP: 1, DQP: 1, PKey: 0xFFFF, QKey: mad.GSIQKey, MAD: resp}); err != nil {
+		t.Fatal(err)
+	}
+
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st := x.SA.InformStats()
-		if st.Reports == 1 && st.Lost == 0 && len(x.SA.inf.pendingTIDs()) == 0 {
+		if st.Reports == 2 && st.Lost == 0 && len(x.SA.inf.pendingTIDs()) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
