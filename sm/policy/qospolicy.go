@@ -122,9 +122,13 @@ func ParseQoSPolicy(r io.Reader) (*QoSPolicy, error) {
 	var section, block string
 	var cur map[string]string
 	var curLine int
-	ln := 0
+	ln, read := 0, 0
 	for sc.Scan() {
 		ln++
+		read += len(sc.Bytes()) + 1
+		if read > maxPolicyBytes+1 {
+			return nil, errAt(ln, "file longer than %d bytes", maxPolicyBytes)
+		}
 		l := sc.Text()
 		if i := strings.IndexByte(l, '#'); i >= 0 {
 			l = l[:i]
@@ -234,7 +238,7 @@ func ParseQoSPolicy(r io.Reader) (*QoSPolicy, error) {
 		cur[k] = v
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, errAt(ln+1, "%v", err)
 	}
 	if section != "" {
 		return nil, errAt(ln, "%s not ended", section)

@@ -133,3 +133,15 @@ func FuzzParseQoSPolicy(f *testing.F) {
 		}
 	})
 }
+
+// ParseQoS keeps the qos_policy_file it names.
+func TestQoSPolicyFileOption(t *testing.T) {
+	q, err := ParseQoS(strings.NewReader("qos TRUE\nqos_policy_file /etc/opensm/qos-policy.conf\n"))
+	if err != nil || q.PolicyFile != "/etc/opensm/qos-policy.conf" {
+		t.Errorf("PolicyFile %q, %v", q.PolicyFile, err)
+	}
+	long := "qos-ulps\n" + strings.Repeat("# "+strings.Repeat("x", 1000)+"\n", maxPolicyBytes/1000+2) + "end-qos-ulps\n"
+	if _, err := ParseQoSPolicy(strings.NewReader(long)); !errors.Is(err, ErrSyntax) {
+		t.Errorf("a file past %d bytes: %v", maxPolicyBytes, err)
+	}
+}
