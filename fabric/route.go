@@ -137,6 +137,7 @@ func (f *Fabric) request(j job, in, dest *nodePort, out *[]delivery, pending *[]
 		s := mad.SMP(d.MAD)
 		sma := in.node.smaPort(in)
 		if !f.mkeyOK(sma, s, method) {
+			f.badMKeyTrap(sma, s, pending)
 			drop("M_Key violation")
 			return
 		}

@@ -113,8 +113,11 @@ type lidRange struct {
 	lmc uint8
 }
 
-// portLIDsOK reports whether p's PortInfo already says what the SM sets.
+// portLIDsOK reports whether p's PortInfo already says what the SM sets
+// (LIDs, SM LID, prefix, and the M_Key if the SM has one).
 func (m *Manager) portLIDsOK(p *Port, lid, smLID uint16) bool {
 	pi := &p.Info
-	return pi.LID == lid && pi.LMC == m.lmcOf(p) && pi.MasterSMLID == smLID && pi.GIDPrefix == m.cfg.Prefix
+	return pi.LID == lid && pi.LMC == m.lmcOf(p) && pi.MasterSMLID == smLID && pi.GIDPrefix == m.cfg.Prefix &&
+		(m.cfg.MKey == 0 || pi.MKey == m.cfg.MKey && pi.MKeyProtectBits == m.cfg.MKeyProtectBits &&
+			pi.MKeyLeasePeriod == m.cfg.MKeyLeasePeriod)
 }

@@ -50,6 +50,11 @@ type Config struct {
 	// that arrives at the SM's port, from the Manager's receive goroutine;
 	// it must not block long. nil drops them.
 	GMP func(*Datagram)
+	// Notice, if not nil, receives every trap's notice the SM's port
+	// receives (after the SM repressed it), from the Manager's receive
+	// goroutine; it must not block long. The SA forwards them to its
+	// subscribers (sa.Attach sets it).
+	Notice func(mad.Notice)
 	// LMC is the LID mask control of CA ports: each gets 2^LMC LIDs
 	// (0-7). Switches get one LID.
 	LMC uint8
@@ -58,6 +63,16 @@ type Config struct {
 	// SMKey is the SM_Key the SM reports in SMInfo to requesters that
 	// present it.
 	SMKey uint64
+	// MKey is the M_Key the SM sets in every CA port and switch port 0
+	// and carries in its SMPs (0: none; the ports' M_Key fields are left
+	// as they are).
+	// MKeyProtectBits (0-3) says what an SMP without it may still do
+	// (IBTA 14.2.4.1: 0 Get all, 1 Get with the M_Key hidden, 2 and 3
+	// nothing); MKeyLeasePeriod how many seconds a port keeps its
+	// protection after SMPs with the key stop (0: for ever).
+	MKey            uint64
+	MKeyProtectBits uint8
+	MKeyLeasePeriod uint16
 	// Prefix is the subnet prefix set in every port; 0 means DefaultPrefix.
 	Prefix uint64
 	// SweepInterval is the period of light sweeps in Run; 0 means
@@ -98,6 +113,7 @@ type Stats struct {
 	Retries     uint64
 	Timeouts    uint64 // SMPs that got no answer after every retry
 	Traps       uint64 // traps received
+	BadMKey     uint64 // traps 256 (an SMP with a wrong M_Key) received
 	Unclaimed   uint64 // responses nobody awaited, and MADs of other classes
 	GMPs        uint64 // GMPs handed to Config.GMP
 	LastSweep   time.Duration
@@ -140,8 +156,8 @@ type Manager struct {
 	master  *Port // standby: the master's port, as last discovered
 
 	st struct {
-		sweeps, light, sent, sets, retries, timeouts, traps, unclaimed, gmps, lastSets atomic.Uint64
-		last                                                                           atomic.Int64
+		sweeps, light, sent, sets, retries, timeouts, traps, unclaimed, gmps, lastSets, badMKey atomic.Uint64
+		last                                                                                    atomic.Int64
 	}
 }
 
@@ -154,6 +170,9 @@ func New(t Transport, cfg Config) (*Manager, error) {
 	}
 	if cfg.LMC > 7 {
 		return nil, fmt.Errorf("%w: LMC %d, at most 7", ErrConfig, cfg.LMC)
+	}
+	if cfg.MKeyProtectBits > 3 {
+		return nil, fmt.Errorf("%w: M_Key protect bits %d, at most 3", ErrConfig, cfg.MKeyProtectBits)
 	}
 	if cfg.Priority > 15 {
 		return nil, fmt.Errorf("%w: priority %d, at most 15", ErrConfig, cfg.Priority)
@@ -228,7 +247,7 @@ func (m *Manager) Stats() Stats {
 	return Stats{
 		Sweeps: m.st.sweeps.Load(), LightSweeps: m.st.light.Load(), Sent: m.st.sent.Load(),
 		Sets: m.st.sets.Load(), Retries: m.st.retries.Load(), Timeouts: m.st.timeouts.Load(),
-		Traps: m.st.traps.Load(), Unclaimed: m.st.unclaimed.Load(), GMPs: m.st.gmps.Load(),
+		Traps: m.st.traps.Load(), BadMKey: m.st.badMKey.Load(), Unclaimed: m.st.unclaimed.Load(), GMPs: m.st.gmps.Load(),
 		LastSweep: time.Duration(m.st.last.Load()), LastSets: m.st.lastSets.Load(),
 	}
 }
@@ -329,6 +348,10 @@ func (m *Manager) onTrap(d *Datagram) {
 		return
 	}
 	m.log.Debug("sm: trap", "number", nt.TrapNumber, "issuer", nt.IssuerLID)
+	if nt.IsGeneric && nt.TrapNumber == mad.TrapBadMKey {
+		m.st.badMKey.Add(1)
+		m.log.Warn("sm: an SMP with a wrong M_Key reached a port", "issuer", nt.IssuerLID)
+	}
 	r := append([]byte(nil), d.MAD...)
 	mad.MAD(r).SetMethod(mad.MethodTrapRepress)
 	m.mu.Lock()
@@ -339,6 +362,9 @@ func (m *Manager) onTrap(d *Datagram) {
 	}
 	if nt.IsGeneric && (nt.TrapNumber == mad.TrapLinkStateChange || nt.TrapNumber == mad.TrapCapabilityMaskChanged) {
 		m.kick()
+	}
+	if m.cfg.Notice != nil {
+		m.cfg.Notice(nt)
 	}
 }
 
@@ -439,6 +465,7 @@ func (m *Manager) smp(ctx context.Context, path []byte, method mad.Method, attr 
 			return nil, err
 		}
 		copy(s.Data(), data)
+		s.SetMKey(m.cfg.MKey)
 		m.mu.Lock()
 		m.pending[tid] = ch
 		m.mu.Unlock()

@@ -183,19 +183,35 @@ func (m *Manager) programPolicy(ctx context.Context, dc *discovery, fail func(er
 		}
 		b := make([]byte, mad.SMPDataSize)
 		pq.SL2VL.Encode(b)
+		// What was written goes in the snapshot for the SA's
+		// SLtoVLMappingTableRecords and VLArbitrationTableRecords.
+		var sl2vl []mad.SLToVLTable
 		if !isSw {
-			set(p, mad.SMAttrSLToVLTable, 0, b, nil)
+			if set(p, mad.SMAttrSLToVLTable, 0, b, nil) {
+				sl2vl = append(sl2vl, pq.SL2VL)
+			}
 		} else {
 			for in := 0; in <= int(n.Info.NumPorts); in++ {
-				set(p, mad.SMAttrSLToVLTable, mad.SLToVLModifier(uint8(in), uint8(p.Num)), b, nil)
+				if set(p, mad.SMAttrSLToVLTable, mad.SLToVLModifier(uint8(in), uint8(p.Num)), b, nil) {
+					sl2vl = append(sl2vl, pq.SL2VL)
+				}
 			}
 		}
+		vlarb := map[int]mad.VLArbTable{}
 		for sel, blocks := range map[int][]mad.VLArbTable{mad.VLArbHighEntries0to31: pq.VLArbHigh, mad.VLArbLowEntries0to31: pq.VLArbLow} {
 			for i, blk := range blocks {
 				b := make([]byte, mad.SMPDataSize)
 				blk.Encode(b)
-				set(p, mad.SMAttrVLArbTable, mad.VLArbModifier(uint8(p.Num), uint16(sel+i)), b, nil)
+				if set(p, mad.SMAttrVLArbTable, mad.VLArbModifier(uint8(p.Num), uint16(sel+i)), b, nil) {
+					vlarb[sel+i] = blk
+				}
 			}
 		}
+		mu.Lock()
+		if len(sl2vl) == 1 || len(sl2vl) == int(n.Info.NumPorts)+1 {
+			p.SL2VL = sl2vl
+		}
+		p.VLArb = vlarb
+		mu.Unlock()
 	})
 }

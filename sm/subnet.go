@@ -42,6 +42,17 @@ type Port struct {
 	GUID  uint64 // the port GUID (a switch's ports share port 0's)
 	Info  mad.PortInfo
 	PKeys []uint16 // the P_Key table as read (block 0) or programmed; CA ports and switch port 0
+	// SL2VL is the port's SL to VL table as read or programmed, nil if
+	// unknown: a CA port's one table, a switch port's (as output port)
+	// indexed by input port.
+	SL2VL []mad.SLToVLTable
+	// VLArb is the port's VL arbitration table as read or programmed: its
+	// blocks by selector (mad.VLArbLowEntries0to31 ...), the blocks the
+	// port has.
+	VLArb map[int]mad.VLArbTable
+	// GUIDs is the port's GUID table as read, nil if unknown (its
+	// port GUID alone).
+	GUIDs []uint64
 	// Remote is the port at the other end of this port's link, nil if the
 	// link is down or the port is a switch's port 0.
 	Remote *Port

@@ -113,6 +113,9 @@ func (m *Manager) program(ctx context.Context, dc *discovery, eps []*Port, lids 
 		}
 		pi := p.Info
 		pi.LID, pi.LMC, pi.MasterSMLID, pi.GIDPrefix = lid, m.lmcOf(p), smLID, m.cfg.Prefix
+		if m.cfg.MKey != 0 { // else the ports keep what they have
+			pi.MKey, pi.MKeyProtectBits, pi.MKeyLeasePeriod = m.cfg.MKey, m.cfg.MKeyProtectBits, m.cfg.MKeyLeasePeriod
+		}
 		pi.PortState, pi.PortPhysicalState = mad.PortStateNoChange, mad.PhysStateNoChange
 		pi.LinkWidthEnabled, pi.LinkSpeedEnabled = 0, 0
 		if setPI(p, pi) && (p.Info.LID != lid || p.Info.MasterSMLID != smLID) {

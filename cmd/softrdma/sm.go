@@ -39,7 +39,7 @@ func addSMFlags(fs *flag.FlagSet) *smFlags {
 	fs.StringVar(&f.partitions, "partitions", "", pu)
 	fs.StringVar(&f.partitions, "P", "", "same as -partitions (opensm -P)")
 	fs.StringVar(&f.partitions, "Pconfig", "", "same as -partitions (opensm --Pconfig)")
-	const qu = "QoS policy `FILE`: an opensm.conf whose qos options (qos TRUE, qos_sl2vl, qos_vlarb_high, ...) the SM writes"
+	const qu = "QoS policy `FILE`: an opensm.conf whose qos options (qos TRUE, qos_sl2vl, qos_vlarb_high, ...) the SM writes; its qos_policy_file (OpenSM's qos-policy.conf) gives the SA's paths their SL"
 	fs.StringVar(&f.qos, "qos", "", qu)
 	return f
 }
@@ -70,6 +70,18 @@ func (f *smFlags) config(log *slog.Logger) (sm.Config, error) {
 		if !cfg.QoS.Enabled {
 			log.Warn("sm: the QoS file does not say \"qos TRUE\": QoS tables are left as they are", "file", f.qos)
 		}
+		if pf := cfg.QoS.PolicyFile; pf != "" {
+			// Read here to fail early; startSMSA reads it for the SA.
+			pr, err := os.Open(pf)
+			if err != nil {
+				return cfg, err
+			}
+			_, err = policy.ParseQoSPolicy(pr)
+			pr.Close()
+			if err != nil {
+				return cfg, fmt.Errorf("%s: %w", pf, err)
+			}
+		}
 	}
 	return cfg, nil
 }
@@ -78,7 +90,22 @@ func (f *smFlags) config(log *slog.Logger) (sm.Config, error) {
 // answers the SA MADs that reach the SM's port). On error t is closed
 // (by sa.Attach).
 func startSMSA(t sm.Transport, cfg sm.Config, log *slog.Logger) (*sa.SM, error) {
-	m, err := sa.Attach(t, cfg, sa.Config{Logger: log})
+	sac := sa.Config{Logger: log}
+	if cfg.QoS != nil && cfg.QoS.PolicyFile != "" {
+		// The -qos file's qos_policy_file: the SLs of the SA's paths.
+		r, err := os.Open(cfg.QoS.PolicyFile)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		sac.QoSPolicy, err = policy.ParseQoSPolicy(r)
+		r.Close()
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("%s: %w", cfg.QoS.PolicyFile, err)
+		}
+	}
+	m, err := sa.Attach(t, cfg, sac)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", tool.ErrUsage, err)
 	}

@@ -155,7 +155,19 @@ func TestSMCommandPolicyErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("Default=0x7fff : ALL=full\nqos_bogus 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"-P", bad}, {"-qos", bad}, {"-partitions", filepath.Join(dir, "none")}} {
+	// A qos-policy.conf (named by the -qos file's qos_policy_file) with
+	// a syntax error, and one missing.
+	badPolicy, withBad, withNone := filepath.Join(dir, "qos-policy.conf"), filepath.Join(dir, "qos1.conf"), filepath.Join(dir, "qos2.conf")
+	if err := os.WriteFile(badPolicy, []byte("qos-ulps\n  mpi : 3\nend-qos-ulps\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(withBad, []byte("qos TRUE\nqos_policy_file "+badPolicy+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(withNone, []byte("qos TRUE\nqos_policy_file "+filepath.Join(dir, "nopolicy")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-P", bad}, {"-qos", bad}, {"-partitions", filepath.Join(dir, "none")}, {"-qos", withBad}, {"-qos", withNone}} {
 		err := runSMCmd(context.Background(), append(args, "-ibsim", "nowhere-"+t.Name()), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), dir) {
 			t.Errorf("softrdma sm %q: %v, want an error naming the file", args, err)

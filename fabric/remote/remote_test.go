@@ -242,7 +242,7 @@ func TestTwoClientsByLID(t *testing.T) {
 			}{{a, lidA}, {b, lidB}} {
 				waitFor(t, "ACTIVE with its LID", func() bool {
 					at := x.c.p.Attr()
-					return at.State == ib.StateActive && at.LID == x.lid && at.SMLID == sm.lid
+					return at.State == ib.StateActive && at.LID == x.lid && at.SMLID == sm.LID
 				})
 				if x.c.notices.Load() == 0 {
 					t.Errorf("%v: NotifyAttr's function never called", x.c.p)

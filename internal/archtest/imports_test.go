@@ -35,7 +35,7 @@ var layers = map[string]int{
 	"fabric/remote": 4,
 	// The subnet manager, its subnet administrator, and the partition and
 	// QoS policies it applies.
-	"sm": 5, "sm/sa": 6, "sm/policy": 2,
+	"sm": 5, "sm/sa": 6, "sm/policy": 2, "sm/smtest": 6,
 	// The tools' engines and the command.
 	"cmd/softrdma/internal/dump": 6, "cmd/softrdma/internal/tool": 6,
 	"cmd/softrdma/internal/pingpong": 7, "cmd/softrdma/internal/perftest": 7,

@@ -17,6 +17,11 @@
 // arbitration table blocks and high-priority limit, fitted to what the
 // port can hold as OpenSM fits them.
 //
+// ParseQoSPolicy reads the part of an OpenSM qos-policy.conf that gives
+// paths their service level (port groups by GUID, QoS levels, match rules
+// and qos-ulps); (*QoSPolicy).SL applies it to a path, as the SA does for
+// PathRecords (sa.Config.QoSPolicy).
+//
 // The package only computes: the subnet manager (package sm) writes the
 // tables with SMPs. It imports wire/mad and the standard library only.
 package policy

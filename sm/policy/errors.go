@@ -12,7 +12,7 @@ var ErrSyntax = errors.New("policy: syntax error")
 // SyntaxError is an error in a policy file: the line it was found on and
 // what is wrong. It wraps ErrSyntax.
 type SyntaxError struct {
-	File string // "partitions" or "qos"
+	File string // "partitions", "qos" or "qos-policy"
 	Line int    // 1-based
 	Msg  string
 }

@@ -74,3 +74,26 @@ func ExampleSwitchPortRef() {
 	// Output:
 	// CA [0xffff], switch port [0xffff] enforcing true/true
 }
+
+// A qos-policy.conf's ULP lines: RDS traffic on SL 4, one storage target
+// on SL 6, everything else on SL 1.
+func ExampleParseQoSPolicy() {
+	conf := `
+qos-ulps
+    default                               : 1
+    rds, port-num 18634                   : 4
+    srp, target-port-guid 0x0002c90300000099 : 6
+end-qos-ulps
+`
+	p, err := policy.ParseQoSPolicy(strings.NewReader(conf))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rds, _ := p.SL(policy.PathQoS{ServiceID: 0x0000000001060000 + 18634, HasServiceID: true, PKey: 0xffff})
+	srp, _ := p.SL(policy.PathQoS{Dest: 0x0002c90300000099, PKey: 0xffff})
+	other, _ := p.SL(policy.PathQoS{PKey: 0xffff})
+	fmt.Println(rds, srp, other)
+	// Output:
+	// 4 6 1
+}

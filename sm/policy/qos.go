@@ -42,6 +42,9 @@ type QoS struct {
 	// switch port 0, qos_sw0_) and Router are the per-port-type sets, as
 	// given.
 	CA, Switch, Switch0, Router QoSParams
+	// PolicyFile is the qos_policy_file option: the qos-policy.conf that
+	// ParseQoSPolicy reads (the SA's PathRecord SLs); "" if not given.
+	PolicyFile string
 }
 
 // DefaultQoSParams returns OpenSM's built-in QoS parameters: 15 VLs, a
@@ -66,8 +69,8 @@ func DefaultQoSParams() QoSParams {
 
 // ParseQoS reads the QoS options of an opensm.conf: lines "name value"
 // (or name=value), '#' comments, options that are not QoS ignored. It
-// knows qos (TRUE or FALSE), qos_policy_file (ignored: the advanced QoS
-// policy is not implemented), and max_vls, high_limit, vlarb_high,
+// knows qos (TRUE or FALSE), qos_policy_file (PolicyFile: the file
+// ParseQoSPolicy reads, for the SA's PathRecord SLs), and max_vls, high_limit, vlarb_high,
 // vlarb_low and sl2vl after the prefixes qos_, qos_ca_, qos_swe_,
 // qos_sw0_ and qos_rtr_. A VL arbitration table is a comma-separated list
 // of VL:weight (at most 64; VL 0-14, weight 0-255), an SL2VL table 16 VLs
@@ -106,6 +109,7 @@ func ParseQoS(r io.Reader) (*QoS, error) {
 			continue
 		}
 		if lname == "qos_policy_file" {
+			q.PolicyFile = value
 			continue
 		}
 		if prev, ok := given[lname]; ok {

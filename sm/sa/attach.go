@@ -40,6 +40,7 @@ func Attach(t sm.Transport, smCfg sm.Config, cfg Config) (*SM, error) {
 			s.Handle(d)
 		}
 	}
+	smCfg.Notice = forwardTraps(&srv, smCfg.Notice) // inform.go
 	m, err := sm.New(t, smCfg)
 	if err != nil {
 		t.Close()
@@ -60,6 +61,7 @@ func Attach(t sm.Transport, smCfg sm.Config, cfg Config) (*SM, error) {
 		return nil, err
 	}
 	srv.Store(s)
+	s.watch() // Reports of traps 64 and 65 (inform.go)
 	return &SM{Manager: m, SA: s}, nil
 }
 

@@ -237,6 +237,8 @@ func TestE2ESaquery(t *testing.T) {
 		t.Fatalf("opensm -o: %v\n%s\n%s", err, out, lb)
 	}
 	s := fabricSubnet(t, fab, topo)
+	readTables(t, fab, s)
+	s.SMKey = 1 // OpenSM's default SA key, for the P_KeyTableRecords
 
 	// The SA at OpenSM's port.
 	hca1 := fab.NodeByName("Hca1")
@@ -327,9 +329,11 @@ func TestE2ESaquery(t *testing.T) {
 		t.Errorf("SA stats %+v", st)
 	}
 
+	tables := askTables(t, sock, host, s)
+
 	// OpenSM's own SA on Linux ibsim, same topology, same queries: the
 	// records must read the same (but NodeInfo's Revision, ibsim's 0xA1).
-	compareOpenSM(t, path, host, asked)
+	compareOpenSM(t, path, host, asked, func(sock string) { compareTables(t, sock, host, tables) })
 }
 
 // query is one saquery run and the first record it printed.
@@ -341,7 +345,7 @@ type query struct {
 
 // compareOpenSM runs Linux ibsim on the topology with OpenSM as a daemon
 // at Hca1 and asks its SA the same queries.
-func compareOpenSM(t *testing.T, netfile, host string, asked []query) {
+func compareOpenSM(t *testing.T, netfile, host string, asked []query, more ...func(sock string)) {
 	t.Helper()
 	bin, err := exec.LookPath("ibsim")
 	if err != nil {
@@ -427,6 +431,9 @@ func compareOpenSM(t *testing.T, netfile, host string, asked []query) {
 		}
 	}
 	t.Logf("%d records compared with OpenSM's SA", len(asked))
+	for _, f := range more {
+		f(sock)
+	}
 }
 
 func trySaquery(sock, host string, args ...string) (string, error) {

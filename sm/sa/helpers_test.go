@@ -281,6 +281,30 @@ func (c *client) ack(tmpl mad.SAMAD, seg, window uint32) {
 func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16, [][]byte) {
 	c.t.Helper()
 	c.request(mad.MethodGetTable, attr, mask, rec)
+	return c.reassemble(mad.MethodGetTableResp)
+}
+
+// getMulti sends a GetMulti(MultiPathRecord) as one RMPP segment, checks
+// the SA acknowledges it, and reassembles the answer as getTable does.
+func (c *client) getMulti(mask uint64, rec []byte) (uint16, [][]byte) {
+	c.t.Helper()
+	b := make([]byte, mad.Size)
+	c.tid++
+	m, _ := mad.NewSAMAD(b, mad.MethodGetMulti, mad.SAAttrMultiPathRecord, c.tid, &mad.SAHeader{SMKey: c.smKey, ComponentMask: mask})
+	m.SetRMPP(&mad.RMPPHeader{Version: mad.RMPPVersion, Type: mad.RMPPTypeData, RRespTime: mad.RMPPNoRespTime,
+		Flags: mad.RMPPFlagActive | mad.RMPPFlagFirst | mad.RMPPFlagLast, SegmentNumber: 1, Length: mad.SAHeaderSize + uint32(len(rec))})
+	copy(m.Data(), rec)
+	c.srv.Handle(&sm.Datagram{SLID: c.lid, DLID: 1, SQP: 1, DQP: 1, PKey: 0xffff, QKey: mad.GSIQKey, MAD: b})
+	ack := c.recv()
+	if h := ack.RMPP(); h.Type != mad.RMPPTypeAck || h.SegmentNumber != 1 || ack.MAD().TransactionID() != c.tid {
+		c.t.Fatalf("GetMulti: first answer %+v, not the ACK of its segment", h)
+	}
+	return c.reassemble(mad.MethodGetMultiResp)
+}
+
+// reassemble reads an RMPP answer of method want.
+func (c *client) reassemble(want mad.Method) (uint16, [][]byte) {
+	c.t.Helper()
 	var payload []byte
 	var expect, window uint32 = 1, 1
 	var offset int
@@ -290,7 +314,7 @@ func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16
 		if m.MAD().TransactionID() != c.tid {
 			continue // a late segment of an earlier transfer
 		}
-		if m.MAD().Method() != mad.MethodGetTableResp {
+		if m.MAD().Method() != want {
 			c.t.Fatalf("answer method %s", mad.SAMethodName(m.MAD().Method()))
 		}
 		h := m.RMPP()
@@ -325,8 +349,14 @@ func (c *client) getTable(attr mad.AttributeID, mask uint64, rec []byte) (uint16
 			if want := uint32(len(payload)) + expect*mad.SAHeaderSize; firstLen != want {
 				c.t.Fatalf("first segment's PayloadLength %d, want %d for %d segments", firstLen, want, expect)
 			}
+			if len(payload) == 0 && offset != 0 {
+				c.t.Fatalf("an empty table with AttributeOffset %d", offset)
+			}
 			if offset == 0 {
-				c.t.Fatal("AttributeOffset 0")
+				if len(payload) != 0 {
+					c.t.Fatal("AttributeOffset 0 with records")
+				}
+				return st, nil
 			}
 			var recs [][]byte
 			for i := 0; i+offset <= len(payload); i += offset {

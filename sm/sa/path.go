@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/softrdma/softrdma/sm"
+	"github.com/softrdma/softrdma/sm/policy"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -330,6 +331,16 @@ func (s *Server) pathRecord(sub *sm.Subnet, q mad.PathRecord, m uint64, sp, dp *
 	rec.PKey = pk
 	if m&mad.PathRecCompSL != 0 {
 		rec.SL = q.SL
+	}
+	if s.cfg.QoSPolicy != nil {
+		sl, ok := s.cfg.QoSPolicy.SL(policy.PathQoS{ServiceID: q.ServiceID, HasServiceID: m&mad.PathRecCompServiceID == mad.PathRecCompServiceID,
+			QoSClass: q.QoSClass, HasQoSClass: m&mad.PathRecCompQoSClass != 0, PKey: pk, Source: sp.GUID, Dest: dp.GUID})
+		if ok {
+			if m&mad.PathRecCompSL != 0 && q.SL != sl {
+				return rec, false // the policy gives this path another SL
+			}
+			rec.SL = sl
+		}
 	}
 	if m&mad.PathRecCompServiceID == mad.PathRecCompServiceID {
 		rec.ServiceID = q.ServiceID

@@ -3,11 +3,15 @@
 // the SM's latest [sm.Subnet] snapshot.
 //
 // It answers Get and GetTable for NodeRecord, PortInfoRecord,
-// SwitchInfoRecord, LinkRecord and PathRecord, matching the query record's
-// components its ComponentMask selects; keeps ServiceRecords (Set
-// registers with a lease, Delete removes) and multicast groups
-// (MCMemberRecord Set joins, creating the group and its MLID, Delete
-// leaves); and answers ClassPortInfo. A table answer (GetTableResp) travels
+// SwitchInfoRecord, LinkRecord, PathRecord, SLtoVLMappingTableRecord,
+// VLArbitrationTableRecord, P_KeyTableRecord, LinearForwardingTableRecord,
+// MulticastForwardingTableRecord, GuidInfoRecord and SMInfoRecord,
+// matching the query record's components its ComponentMask selects; keeps
+// ServiceRecords (Set registers with a lease, Delete removes), multicast
+// groups (MCMemberRecord Set joins, creating the group and its MLID,
+// Delete leaves) and event subscriptions (Set(InformInfo), listed as
+// InformInfoRecords, reported to by Report(Notice)); and answers
+// ClassPortInfo. A table answer (GetTableResp) travels
 // by RMPP, in segments of 200 bytes under the receiver's window with
 // retransmission on timeout, as OpenSM's SA (through the Linux MAD layer)
 // sends it, so that saquery and librdmacm read it. Errors carry the SA
@@ -26,6 +30,7 @@ import (
 	"time"
 
 	"github.com/softrdma/softrdma/sm"
+	"github.com/softrdma/softrdma/sm/policy"
 	"github.com/softrdma/softrdma/wire/mad"
 )
 
@@ -52,6 +57,12 @@ type Config struct {
 	// PacketLifeTime is the PathRecord and MCMemberRecord packet lifetime
 	// (default 0x12, OpenSM's).
 	PacketLifeTime uint8
+	// QoSPolicy, if not nil, gives PathRecords (and the paths of
+	// MultiPathRecords) their SL: by the query's service ID and QoS
+	// class, the path's P_Key and its end ports' GUIDs (OpenSM's
+	// qos-policy.conf match rules and qos-ulps). A query that asks for
+	// another SL gets no path.
+	QoSPolicy *policy.QoSPolicy
 	// Now gives the time for service leases (default time.Now).
 	Now func() time.Time
 	// Logger receives the server's messages (default slog.Default()).
@@ -93,6 +104,8 @@ type Server struct {
 	wg   sync.WaitGroup
 
 	requests, dropped, errs, completed, aborted, resent atomic.Uint64
+
+	inf informState // InformInfo subscriptions and Reports (inform.go)
 }
 
 // New returns a Server answering from src's snapshots through t.
@@ -144,6 +157,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	close(s.done)
 	s.mu.Unlock()
+	s.stopReports()
 	s.wg.Wait()
 	return nil
 }
@@ -197,6 +211,10 @@ func (s *Server) Handle(d *sm.Datagram) {
 		return
 	}
 	method := m.MAD().Method()
+	if method == mad.MethodReportResp {
+		s.reportResp(m)
+		return
+	}
 	if method.IsResponse() {
 		s.dropped.Add(1)
 		s.log.Debug("dropped a response", "slid", d.SLID, "method", mad.SAMethodName(method))
@@ -215,7 +233,14 @@ func (s *Server) Handle(d *sm.Datagram) {
 		a = fail(mad.SAStatusReqInvalid)
 	default:
 		r.subnet = s.src.Subnet()
+		var before map[mad.GID]bool
+		if r.attr == mad.SAAttrMCMemberRecord && r.subnet != nil {
+			before = s.groupSet()
+		}
 		a = s.dispatch(r)
+		if before != nil {
+			defer s.reportGroups(before, s.groupSet())
+		}
 	}
 	s.respond(r, a)
 	for _, c := range a.notify {
@@ -228,9 +253,12 @@ func (s *Server) Handle(d *sm.Datagram) {
 // dispatch answers a request by method and attribute.
 func (s *Server) dispatch(r *request) answer {
 	switch r.method {
-	case mad.MethodGet, mad.MethodGetTable, mad.MethodSet, mad.MethodDelete:
+	case mad.MethodGet, mad.MethodGetTable, mad.MethodSet, mad.MethodDelete, mad.MethodGetMulti:
 	default:
 		return fail(mad.StatusMethodUnsupported)
+	}
+	if (r.method == mad.MethodGetMulti) != (r.attr == mad.SAAttrMultiPathRecord) {
+		return fail(mad.StatusMethodAttrInvalid) // GetMulti is for MultiPathRecord alone
 	}
 	if r.attr == mad.AttrClassPortInfo {
 		if r.method != mad.MethodGet {
@@ -246,6 +274,13 @@ func (s *Server) dispatch(r *request) answer {
 		return s.serviceRecord(r)
 	case mad.SAAttrMCMemberRecord:
 		return s.mcMemberRecord(r)
+	case mad.SAAttrInformInfo:
+		return s.informInfo(r)
+	case mad.SAAttrInformInfoRecord:
+		return s.informInfoRecords(r)
+	}
+	if r.attr == mad.SAAttrMultiPathRecord {
+		return s.multiPathRecords(r)
 	}
 	if r.method != mad.MethodGet && r.method != mad.MethodGetTable {
 		return fail(mad.StatusMethodAttrInvalid)
@@ -268,6 +303,9 @@ func (s *Server) dispatch(r *request) answer {
 	case mad.SAAttrPathRecord:
 		return s.pathRecords(r)
 	}
+	if a, ok := s.tableRecord(r); ok {
+		return a
+	}
 	return fail(mad.StatusMethodAttrInvalid)
 }
 
@@ -283,8 +321,11 @@ func match(r *request, comps []mad.Component, size int, all [][]byte) answer {
 }
 
 func (s *Server) classPortInfo() answer {
+	// As OpenSM fills it: no redirection (QP1 and the GSI Q_Key named
+	// anyway), the capabilities this SA has.
 	c := mad.ClassPortInfo{BaseVersion: mad.BaseVersion, ClassVersion: mad.SAClassVersion,
-		RespTimeValue: 0x12}
+		CapabilityMask: s.capabilities(), RespTimeValue: 0x12, RedirectQP: mad.GSIQPN, RedirectQKey: mad.GSIQKey,
+		TrapQKey: mad.GSIQKey}
 	b := make([]byte, mad.ClassPortInfoSize)
 	c.Encode(b)
 	return answer{records: [][]byte{b}, size: mad.ClassPortInfoSize}
@@ -293,7 +334,8 @@ func (s *Server) classPortInfo() answer {
 // respond sends the answer: GetResp (or SetResp/DeleteResp) with one
 // record or a status, or a GetTableResp by RMPP.
 func (s *Server) respond(r *request, a answer) {
-	if a.status == mad.StatusOK && r.method != mad.MethodGetTable {
+	multi := r.method == mad.MethodGetTable || r.method == mad.MethodGetMulti
+	if a.status == mad.StatusOK && !multi {
 		switch len(a.records) {
 		case 0:
 			a.status = mad.SAStatusNoRecords
@@ -313,16 +355,27 @@ func (s *Server) respond(r *request, a answer) {
 		respMethod = mad.MethodGetTableResp
 	case mad.MethodDelete:
 		respMethod = mad.MethodDeleteResp
+	case mad.MethodGetMulti:
+		respMethod = mad.MethodGetMultiResp
+	}
+	attr := r.attr
+	if attr == mad.SAAttrMultiPathRecord && a.status == mad.StatusOK {
+		attr = mad.SAAttrPathRecord // o15-0.2.7: the answer is PathRecords
 	}
 	hdr := r.m.Header()
 	hdr.SMKey = 0
 	hdr.AttributeOffset = uint16(mad.RecordStride(a.size) / 8)
+	if len(a.records) == 0 {
+		// An empty table has no record size, as OpenSM answers it: saquery
+		// and libibmad read AttributeOffset 0 as no record.
+		hdr.AttributeOffset = 0
+	}
 	b := make([]byte, mad.Size)
-	out, _ := mad.NewSAMAD(b, respMethod, r.attr, r.m.MAD().TransactionID(), &hdr)
+	out, _ := mad.NewSAMAD(b, respMethod, attr, r.m.MAD().TransactionID(), &hdr)
 	out.MAD().SetClassVersion(r.m.MAD().ClassVersion())
 	out.MAD().SetAttributeModifier(r.m.MAD().AttributeModifier())
 	out.MAD().SetStatus(a.status)
-	if respMethod == mad.MethodGetTableResp && a.status == mad.StatusOK {
+	if multi && a.status == mad.StatusOK {
 		s.startTransfer(r, out, a)
 		return
 	}
@@ -331,8 +384,8 @@ func (s *Server) respond(r *request, a answer) {
 	} else {
 		copy(out.Data(), r.data) // as OpenSM: the query comes back
 	}
-	if respMethod == mad.MethodGetTableResp {
-		// An error answer to GetTable is one RMPP segment too.
+	if multi {
+		// An error answer to GetTable or GetMulti is one RMPP segment too.
 		out.SetRMPP(&mad.RMPPHeader{Version: mad.RMPPVersion, Type: mad.RMPPTypeData, RRespTime: mad.RMPPNoRespTime,
 			Flags: mad.RMPPFlagActive | mad.RMPPFlagFirst | mad.RMPPFlagLast, SegmentNumber: 1,
 			Length: mad.SAHeaderSize})

@@ -26,3 +26,17 @@ func ExampleMatchComponents() {
 	// SLID 3 DLID 9: true
 	// SLID 3 DLID 8: false
 }
+
+// A MultiPathRecord query for paths from one port to two: the GIDs follow
+// the fixed fields, sources first.
+func ExampleMultiPathRecord() {
+	prefix := uint64(0xfe80000000000000)
+	q := mad.MultiPathRecord{NumbPath: 2, SGIDs: []mad.GID{mad.MakeGID(prefix, 0x11)},
+		DGIDs: []mad.GID{mad.MakeGID(prefix, 0x21), mad.MakeGID(prefix, 0x31)}}
+	b := make([]byte, mad.MultiPathRecordSize)
+	q.Encode(b)
+	back, err := mad.ParseMultiPathRecord(b)
+	fmt.Println(b[15], b[16], len(back.DGIDs), back.DGIDs[1].GUID() == 0x31, err)
+	// Output:
+	// 1 2 2 true <nil>
+}
