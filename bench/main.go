@@ -34,7 +34,11 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		var err error
+		stop, err := startProfile()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 		switch os.Args[1] {
 		case "qpscale":
 			err = runQPScale(os.Args[2:], os.Stdout)
@@ -45,6 +49,7 @@ func main() {
 		default:
 			err = runTable(os.Args[1:], os.Stdout)
 		}
+		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
