@@ -3,6 +3,8 @@ package verbs
 import (
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/link/loop"
 )
 
 // counter returns the device counter named name.
@@ -27,7 +29,12 @@ func counter(t *testing.T, d *Device, name string) uint64 {
 // Every message completes, no QP waits for an ACK timeout on a link that
 // loses nothing, and the bound is all given back.
 func TestBoundTurns(t *testing.T) {
-	o := pairOpts{devOpts: &Options{MaxInflight: 256}, mtu: MTU1024, timeout: 19, wr: 4}
+	// A 2 ms latency each way: the QPs posted first still hold the bound
+	// when the last are posted, however slow the machine (without it,
+	// under the race detector on a loaded machine, each QP had finished
+	// before the next was posted, and none waited).
+	o := pairOpts{devOpts: &Options{MaxInflight: 256}, mtu: MTU1024, timeout: 19, wr: 4,
+		faults: loop.Faults{Delay: 2 * time.Millisecond}}
 	n, da, db := newDevicesLoop(t, &o)
 	const size, qps = 64 << 10, 128
 	type side struct {
