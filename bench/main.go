@@ -15,7 +15,9 @@
 //
 // Internal subcommands, run by the table's cases: "qpscale" (QPs created
 // and brought to RTS on one device), "cm-server" and "cm-client" (rdma_cm
-// connections between two processes, each moving a SEND).
+// connections between two processes, each moving a SEND). With
+// SOFTRDMA_CPUPROFILE=FILE in its environment, a subcommand writes a CPU
+// profile to FILE.
 package main
 
 import (
