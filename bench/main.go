@@ -15,7 +15,9 @@
 //
 // Internal subcommands, run by the table's cases: "qpscale" (QPs created
 // and brought to RTS on one device), "cm-server" and "cm-client" (rdma_cm
-// connections between two processes, each moving a SEND).
+// connections between two processes, each moving a SEND). With
+// SOFTRDMA_CPUPROFILE=FILE in its environment, a subcommand writes a CPU
+// profile to FILE.
 package main
 
 import (
@@ -34,7 +36,11 @@ import (
 
 func main() {
 	if len(os.Args) > 1 {
-		var err error
+		stop, err := startProfile()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 		switch os.Args[1] {
 		case "qpscale":
 			err = runQPScale(os.Args[2:], os.Stdout)
@@ -45,6 +51,7 @@ func main() {
 		default:
 			err = runTable(os.Args[1:], os.Stdout)
 		}
+		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)

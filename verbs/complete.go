@@ -98,7 +98,8 @@ func (qp *QP) reqConfig() requester.Config {
 		RetryCnt: int(qp.attr.RetryCnt), RNRRetry: int(qp.attr.RNRRetry),
 		ACKTimeout: int64(wire.ACKTimeout(qp.attr.Timeout))}
 	if qp.dev.budget != nil && t == requester.RC {
-		c.Budget = qp.dev.budget // not a nil *txBudget in the interface
+		qp.budgetH = qpBudget{txBudget: qp.dev.budget, qp: qp}
+		c.Budget = &qp.budgetH // not a nil *txBudget in the interface
 	}
 	return c
 }

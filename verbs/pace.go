@@ -291,14 +291,8 @@ func (p *pacer) loop() {
 			}
 			g.lock(qp)
 			qp.listed = false
-			passOn := false
 			if qp.budgetWait.CompareAndSwap(true, false) && !qp.dead {
 				qp.progressLocked()
-				// Woken for room it did not take (it had nothing more to
-				// send, or another path sent it meanwhile) and not waiting
-				// again: the room goes to the next waiter, or it would
-				// stay free with QPs listed for it.
-				passOn = !qp.budgetWait.Load()
 			}
 			if qp.resp.pumpScheduled {
 				qp.resp.pumpScheduled = false
@@ -307,8 +301,11 @@ func (p *pacer) loop() {
 				}
 			}
 			g.unlock(qp) // the packets of several QPs go out in one call
-			if b := qp.dev.budget; passOn && b.nwait.Load() > 0 && b.avail.Load() > 0 {
-				b.Give(0)
+			// Woken with a turn it did not take (it had nothing more to
+			// send, another path sent it meanwhile, or it is gone): the
+			// room goes to the next waiter, or it would stay set aside.
+			if r := qp.budgetGrant.Swap(0); r > 0 {
+				qp.dev.budget.Give(int(r))
 			}
 			select {
 			case <-p.done:
@@ -335,46 +332,24 @@ type txBudget struct {
 	expect atomic.Int64
 	mu     sync.Mutex
 	wait   []*QP // oldest first; guarded by mu
+	grant  int   // a turn: see turns.go
 }
 
 func newTxBudget(d *Device, n int) *txBudget {
-	b := &txBudget{dev: d}
+	b := &txBudget{dev: d, grant: grantFor(n)}
 	b.avail.Store(int64(n))
 	return b
 }
 
-// Take reserves n packets (requester.Budget).
-func (b *txBudget) Take(n int, force bool) bool {
-	if force {
-		b.avail.Add(int64(-n))
-		return true
-	}
-	// Compare-and-swap, not subtract-and-undo: between the two, a Give
-	// would see the room it returned as taken and wake nobody, and the
-	// waiters would stay listed with the room free.
-	for {
-		a := b.avail.Load()
-		if a < int64(n) {
-			return false
-		}
-		if b.avail.CompareAndSwap(a, a-int64(n)) {
-			return true
-		}
-	}
-}
-
-// Give returns n packets and wakes as many waiting QPs, oldest first
-// (requester.Budget): each wants one packet at least.
+// Give returns n packets and wakes waiting QPs, oldest first, a turn's
+// room (grant) set aside for each (requester.Budget).
 func (b *txBudget) Give(n int) {
 	avail := b.avail.Add(int64(n))
-	if avail <= 0 || b.nwait.Load() == 0 {
+	if avail < int64(b.grant) || b.nwait.Load() == 0 {
 		return
 	}
 	b.mu.Lock()
-	k := min(len(b.wait), int(avail))
-	for _, qp := range b.wait[:k] {
-		b.dev.pacer.add(qp)
-	}
+	k := b.wakeTurns()
 	m := copy(b.wait, b.wait[k:])
 	clear(b.wait[m:])
 	b.wait = b.wait[:m]

@@ -172,6 +172,11 @@ type QP struct {
 	// budgetWait says the QP waits for room in the device's in-flight
 	// bound (txBudget); the pacer clears it and has the QP progress.
 	budgetWait atomic.Bool
+	// budgetGrant is room in the bound set aside for the QP when it was
+	// woken (its turn, see turns.go), until its requester takes it.
+	budgetGrant atomic.Int32
+	// budgetH is the QP's handle on the bound (requester.Budget).
+	budgetH qpBudget
 	// lastPost is when the latest post returned (or, for one left to the
 	// pacer, began), clock nanoseconds.
 	lastPost atomic.Int64

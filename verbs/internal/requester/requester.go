@@ -221,12 +221,20 @@ type Config struct {
 // gives them back as they are acknowledged. Its methods are called with the
 // caller's lock of one requester held, and must be safe for concurrent use.
 type Budget interface {
-	// Take reserves n packets and reports whether there was room; with
-	// force it reserves them even without (a requester holding none always
-	// may send, so that each makes progress).
-	Take(n int, force bool) bool
+	// Take reserves n packets, and up to want (want >= n) if there is
+	// room: it returns how many it reserved, n or more, or 0 if there was
+	// no room for n. With force it reserves n even without (see take).
+	// Room set aside for this requester (a turn, see Grant) is taken
+	// first.
+	Take(n, want int, force bool) int
 	// Give returns n packets.
 	Give(n int)
+	// Grant is how many packets a requester reserves at a time: its turn
+	// when the budget is short. A requester waiting is woken with a turn's
+	// room set aside for it.
+	Grant() int
+	// Waiting reports whether requesters wait for room.
+	Waiting() bool
 	// Expect counts the requesters with an acknowledgement coming: d is
 	// +1 when one sends a packet asking for one while none was coming, -1
 	// when none is any more. Expected returns the count. A requester that
@@ -329,6 +337,9 @@ type Core struct {
 	// held is how many packets the requester has of Config.Budget: one
 	// per PSN from ackedPSN to sentTo.
 	held int
+	// credit is what the requester reserved of Config.Budget and has not
+	// sent yet: the rest of its turn, given back when progress stops.
+	credit int
 
 	pkt Packet // scratch for Transmit
 }
@@ -424,6 +435,17 @@ func (c *Core) Progress(now int64, g Gate) {
 }
 
 func (c *Core) progress(g Gate) {
+	c.sendSome(g)
+	if c.credit > 0 {
+		// The rest of the turn goes back to the budget (and to a waiter):
+		// room kept between calls would be held with nothing in flight
+		// to give it back.
+		c.cfg.Budget.Give(c.credit)
+		c.credit = 0
+	}
+}
+
+func (c *Core) sendSome(g Gate) {
 	if c.mode == RNRWait || g == Hold {
 		return // an RNR NAK pauses the requester until its timer fires
 	}
@@ -559,10 +581,14 @@ func (c *Core) windowOpen(n int) bool {
 }
 
 // take reserves from the budget the packets of n PSNs from psn on that are
-// sent for the first time (resent ones are held already). A requester with
-// nothing in flight takes them whether the budget has room or not: no
-// acknowledgement is coming that would give it room, and what it holds
-// (PSNs a rewind has yet to resend) is given back only once it sends.
+// sent for the first time (resent ones are held already).
+//
+// It reserves a turn at a time (Budget.Grant), kept as credit for the
+// packets that follow; when others wait, the packet that ends the turn asks
+// for an acknowledgement, which gives the turn's packets back. So when many
+// requesters share a short budget, each sends a turn's run of packets, one
+// acknowledgement for the run, instead of a packet or two each, every other
+// one asking for an ACK.
 func (c *Core) take(n int, idle bool) bool {
 	b := c.cfg.Budget
 	if b == nil {
@@ -572,28 +598,53 @@ func (c *Core) take(n int, idle bool) bool {
 	if k <= 0 {
 		return true
 	}
-	if !b.Take(k, idle || c.held == 0) {
-		if c.ackReq.set || c.held > budgetLow && b.Expected() > 0 {
-			// An acknowledgement is coming, this requester's, or (for one
-			// holding more than a few packets) another's: it gives the
-			// budget room and wakes the waiters.
-			c.sink.WaitBudget()
-			return false
+	if c.credit < k {
+		if c.credit > 0 {
+			b.Give(c.credit)
+			c.credit = 0
 		}
-		// Refused with no acknowledgement coming: the responder
-		// acknowledges only packets that ask (rxe too), so this
-		// requester's packets would hold their part of the budget until
-		// something else made it send again, or the ACK timeout, and if
-		// every requester holding some were so, all would wait for it.
-		// This packet goes anyway, asking for one: the bound is overdrawn
-		// by a packet per requester at most. A requester holding more
-		// than budgetLow packets trusts another's acknowledgement to wake
-		// it (it holds enough to finish a message, whose last packet
-		// asks); one holding fewer (many requesters share the budget) does
-		// not wait on others: each of its packets would wait for a wake-up.
-		b.Take(k, true)
-		c.ackNext = true
+		got := b.Take(k, max(k, b.Grant()), false)
+		if got == 0 {
+			return c.refused(b, k, idle)
+		}
+		c.credit = got
 	}
+	c.credit -= k
+	c.held += k
+	if c.credit == 0 && b.Waiting() {
+		c.ackNext = true // the end of a turn while others wait
+	}
+	return true
+}
+
+// refused handles a refusal of k packets by the budget: the requester
+// waits for room if an acknowledgement is coming that gives some, or sends
+// the packet anyway, asking for one.
+func (c *Core) refused(b Budget, k int, idle bool) bool {
+	if c.ackReq.set || b.Expected() > 0 && (c.held == 0 || c.held > budgetLow && !idle) {
+		// An acknowledgement is coming, this requester's, or another's:
+		// it gives the budget room and wakes the waiters. A requester
+		// holding none waits its turn too (it used to send regardless,
+		// so that with many requesters the budget was always overdrawn,
+		// each sending a packet or two, every other one asking for an
+		// ACK).
+		c.sink.WaitBudget()
+		return false
+	}
+	// Refused with no acknowledgement coming: the responder acknowledges
+	// only packets that ask (rxe too), so this requester's packets would
+	// hold their part of the budget until something else made it send
+	// again, or the ACK timeout, and if every requester holding some were
+	// so, all would wait for it. This packet goes anyway, asking for one:
+	// the bound is overdrawn by a packet per requester at most. A
+	// requester holding more than budgetLow packets trusts another's
+	// acknowledgement to wake it (it holds enough to finish a message,
+	// whose last packet asks); one holding fewer does not wait on others:
+	// each of its packets would wait for a wake-up. One with nothing in
+	// flight (idle: a rewind's PSNs held, or none) has nothing coming to
+	// it either.
+	b.Take(k, k, true)
+	c.ackNext = true
 	c.held += k
 	return true
 }
@@ -610,10 +661,10 @@ func (c *Core) give(n int) {
 // Reset call it; the caller calls it for a requester it drops otherwise.
 func (c *Core) Release() {
 	c.setAckReq(optPSN{})
-	if c.held > 0 && c.cfg.Budget != nil {
-		c.cfg.Budget.Give(c.held)
+	if c.held+c.credit > 0 && c.cfg.Budget != nil {
+		c.cfg.Budget.Give(c.held + c.credit)
 	}
-	c.held = 0
+	c.held, c.credit = 0, 0
 }
 
 // setAckReq records the newest PSN with an acknowledgement coming, or none,

@@ -560,22 +560,36 @@ func TestCongestionWindow(t *testing.T) {
 	}
 }
 
-// budget is a Budget for tests: a count, without locking.
-type budget struct{ avail, expect int }
+// budget is a Budget for tests: a count, without locking. Its turn is
+// grant packets (1 if zero); waiting says others wait.
+type budget struct {
+	avail, expect int
+	grant         int
+	waiting       bool
+}
 
 func (b *budget) Expect(d int) { b.expect += d }
 
 func (b *budget) Expected() int { return b.expect }
 
-func (b *budget) Take(n int, force bool) bool {
-	if b.avail < n && !force {
-		return false
+func (b *budget) Take(n, want int, force bool) int {
+	if force {
+		b.avail -= n
+		return n
 	}
-	b.avail -= n
-	return true
+	if b.avail < n || b.avail < want && b.waiting {
+		return 0
+	}
+	t := min(want, b.avail)
+	b.avail -= t
+	return t
 }
 
 func (b *budget) Give(n int) { b.avail += n }
+
+func (b *budget) Grant() int { return max(b.grant, 1) }
+
+func (b *budget) Waiting() bool { return b.waiting }
 
 // budgetPair makes two requesters sharing a budget of avail packets; the
 // first has posted a 30-packet WRITE and made progress.
@@ -612,43 +626,87 @@ func TestBudget(t *testing.T) {
 	rb.c.Post(Write, mtu, false)
 	rb.c.Post(Write, mtu, false)
 	rb.c.Progress(0, Run)
-	wantPSNs(t, rb.take(), psn0, 1) // forced: it held none; its ACK is asked for
-	if b.avail != -2 || rb.budgetWaits != 1 {
-		t.Fatalf("budget %d, waits %d", b.avail, rb.budgetWaits)
+	// b holds none, and a's ACK is coming, which will give room: b waits
+	// its turn rather than overdraw the bound.
+	if n := len(rb.take()); n != 0 || b.avail != -1 || rb.budgetWaits != 1 {
+		t.Fatalf("b sent %d packets, budget %d, waits %d", n, b.avail, rb.budgetWaits)
 	}
 	// A NAK of PSN 5 acknowledges 0-4, giving 5 packets back, and
 	// rewinds a: its resent packets (5-10) are held already, so the budget
-	// pays for 3 new ones; the first resent asked for an ACK, so the
+	// pays for 4 new ones; the first resent asked for an ACK, so the
 	// refusal of the next waits for it.
 	ra.c.Ack(1, Run, wire.NAKSyndrome(wire.NAKPSNSequence), psn0.Add(5))
 	pk = ra.take()
-	wantPSNs(t, pk, psn0.Add(5), 9)
-	if !pk[0].AckReq || pk[8].AckReq || b.avail != 0 || ra.budgetWaits != 2 {
-		t.Fatalf("after a resend: budget %d, waits %d, AckReq first %v last %v", b.avail, ra.budgetWaits, pk[0].AckReq, pk[8].AckReq)
+	wantPSNs(t, pk, psn0.Add(5), 10)
+	if !pk[0].AckReq || pk[9].AckReq || b.avail != 0 || ra.budgetWaits != 2 {
+		t.Fatalf("after a resend: budget %d, waits %d, AckReq first %v last %v", b.avail, ra.budgetWaits, pk[0].AckReq, pk[9].AckReq)
 	}
 	// a's ACK of PSN 5 gives one back, which a takes at once. Then its
-	// own ACK is in, but a holds 9 packets and b's ACK is coming, which
-	// will give room: a waits for it rather than overdraw.
+	// own ACK is in and nobody else's is coming: refused, a sends one
+	// more, asking for one.
 	ra.c.Ack(2, Run, ack, psn0.Add(5))
 	pk = ra.take()
-	wantPSNs(t, pk, psn0.Add(14), 1)
-	if pk[0].AckReq || b.avail != 0 || b.expect != 1 {
-		t.Fatalf("after the ACK: budget %d, ACKs expected %d, AckReq %v", b.avail, b.expect, pk[0].AckReq)
+	wantPSNs(t, pk, psn0.Add(15), 2)
+	if pk[0].AckReq || !pk[1].AckReq || b.avail != -1 || b.expect != 1 {
+		t.Fatalf("after the ACK: budget %d, ACKs expected %d, AckReq %v %v", b.avail, b.expect, pk[0].AckReq, pk[1].AckReq)
 	}
 	rb.c.Progress(2, Run)
-	if n := len(rb.take()); n != 0 || b.avail != 0 {
+	if n := len(rb.take()); n != 0 || b.avail != -1 {
 		t.Fatalf("b sent %d packets, budget %d", n, b.avail)
 	}
-	// a fails: Flush gives back what it held (PSNs 6-14); b goes on.
+	// a fails: Flush gives back what it held (PSNs 6-16); b goes on.
 	ra.c.Flush()
 	rb.c.Progress(3, Run)
-	wantPSNs(t, rb.take(), psn0.Add(1), 1)
+	wantPSNs(t, rb.take(), psn0, 2)
 	rb.c.Ack(3, Run, ack, psn0.Add(1))
 	if b.expect != 0 {
 		t.Fatalf("%d ACKs expected at the end", b.expect)
 	}
 	if b.avail != 10 {
 		t.Fatalf("budget %d after a's Flush and b's ACK, want 10", b.avail)
+	}
+}
+
+// TestBudgetTurns: with others waiting, a requester reserves a turn of
+// the budget at a time; the packet ending a turn asks for an ACK, and what
+// is left of a turn when the requester stops goes back to the budget.
+func TestBudgetTurns(t *testing.T) {
+	b := &budget{avail: 20, grant: 4, waiting: true}
+	cfg := Config{Transport: RC, MTU: mtu, MaxRdAtomic: 2, RetryCnt: 7, RNRRetry: 7, ACKTimeout: timeout, Budget: b}
+	r := newRec(t, 16, cfg)
+	r.c.SetPSN(psn0)
+	r.c.Post(Write, 10*mtu, false)
+	r.c.Progress(0, Run)
+	pk := r.take()
+	wantPSNs(t, pk, psn0, 10)
+	for i, p := range pk {
+		// The ends of the turns (packets 3 and 7), and the last.
+		if want := i == 3 || i == 7 || i == 9; p.AckReq != want {
+			t.Fatalf("packet %d: AckReq %v, want %v", i, p.AckReq, want)
+		}
+	}
+	// Three turns (12 packets) reserved, 10 sent: 2 given back.
+	if b.avail != 10 || r.c.held != 10 || r.c.credit != 0 {
+		t.Fatalf("budget %d, held %d, credit %d; want 10, 10, 0", b.avail, r.c.held, r.c.credit)
+	}
+	// Less than a turn left while others wait: refused, with an ACK
+	// coming, it waits.
+	b.avail = 3
+	r.c.Post(Write, 2*mtu, false)
+	r.c.Progress(1, Run)
+	if n := len(r.take()); n != 0 || r.budgetWaits != 1 || b.avail != 3 {
+		t.Fatalf("sent %d, waits %d, budget %d", n, r.budgetWaits, b.avail)
+	}
+	// Nobody waiting: less than a turn is taken.
+	b.waiting = false
+	r.c.Progress(2, Run)
+	wantPSNs(t, r.take(), psn0.Add(10), 2)
+	if b.avail != 1 {
+		t.Fatalf("budget %d, want 1", b.avail)
+	}
+	r.c.Ack(3, Run, ack, psn0.Add(11))
+	if b.avail != 13 || b.expect != 0 {
+		t.Fatalf("after the ACK: budget %d, ACKs expected %d", b.avail, b.expect)
 	}
 }
 
@@ -663,11 +721,12 @@ func TestBudgetFewHeld(t *testing.T) {
 	if pk[2].AckReq || !pk[3].AckReq || b.avail != -1 || b.expect != 1 {
 		t.Fatalf("a: AckReq %v %v, budget %d, ACKs expected %d", pk[2].AckReq, pk[3].AckReq, b.avail, b.expect)
 	}
+	b.avail += 2 // room for one packet of b's
 	rb.c.Post(Write, 30*mtu, false)
 	rb.c.Progress(0, Run)
 	pk = rb.take()
-	wantPSNs(t, pk, psn0, 2) // the first forced (it held none), the second over the bound
-	if pk[0].AckReq || !pk[1].AckReq || b.avail != -3 || b.expect != 2 {
+	wantPSNs(t, pk, psn0, 2) // the first within the bound, the second over it
+	if pk[0].AckReq || !pk[1].AckReq || b.avail != -1 || b.expect != 2 {
 		t.Fatalf("b: AckReq %v %v, budget %d, ACKs expected %d", pk[0].AckReq, pk[1].AckReq, b.avail, b.expect)
 	}
 	// The ACKs give all back.
@@ -677,7 +736,7 @@ func TestBudgetFewHeld(t *testing.T) {
 	rb.take()
 	ra.c.Flush()
 	rb.c.Flush()
-	if b.avail != 3 || b.expect != 0 {
+	if b.avail != 5 || b.expect != 0 {
 		t.Fatalf("after the ACKs and Flush: budget %d, ACKs expected %d", b.avail, b.expect)
 	}
 }
