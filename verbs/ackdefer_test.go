@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -113,6 +114,7 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 		if got := la.taken(); len(got) != 1 || len(got[0]) != 1 || got[0][0] != wire.RCSendOnly {
 			t.Fatalf("a's post sent %v, want one SEND_ONLY", got)
 		}
+		lb.taken()
 		if wc := pollFor(t, p.cb); wc.Status != Success || wc.Opcode != WCRecv {
 			t.Fatalf("b's completion %+v", wc)
 		}
@@ -122,8 +124,12 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 		sentByPost := lb.taken()
 		if wasHeld {
 			counted++
-			if len(sentByPoll) != 0 {
-				t.Fatalf("b's poll sent %v with the ACK held", sentByPoll)
+			// (A retransmission by b's timer may leave meanwhile on a
+			// slow machine; an ACK may not.)
+			for _, s := range sentByPoll {
+				if slices.Contains(s, wire.RCAcknowledge) {
+					t.Fatalf("b's poll sent %v with the ACK held", sentByPoll)
+				}
 			}
 			if len(sentByPost) != 1 || len(sentByPost[0]) != 2 || sentByPost[0][0] != wire.RCAcknowledge || sentByPost[0][1] != wire.RCSendOnly {
 				t.Fatalf("b's post sent %v, want one Send of [ACK SEND_ONLY]", sentByPost)
