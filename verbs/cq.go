@@ -137,10 +137,26 @@ func (cq *CQ) Cap() int {
 // not allocate. If the CQ is empty it first receives what the link holds,
 // on the calling goroutine (Device.Poll), unless the device was opened with
 // Options.NoPollReceive.
-func (cq *CQ) Poll(wc []WC) int {
+func (cq *CQ) Poll(wc []WC) int { return cq.pollRecv(wc, true) }
+
+// pollRecv is Poll; hold says whether the ACKs its receive calls for are
+// held for the caller's next move (ackdefer.go), as they are for an
+// application's poll, or sent at once, as for a Wait about to sleep. Held
+// ACKs of earlier polls go out first.
+func (cq *CQ) pollRecv(wc []WC, hold bool) int {
+	d := cq.dev
+	flushAcks()
 	n := cq.poll(wc)
-	if n == 0 && cq.dev.pollRecv && len(wc) > 0 && cq.dev.Poll() > 0 {
-		n = cq.poll(wc)
+	if n == 0 && d.pollRecv && len(wc) > 0 {
+		var k int
+		if hold {
+			k = d.pollHolding()
+		} else if d.poller != nil {
+			k = d.poller.Poll()
+		}
+		if k > 0 {
+			n = cq.poll(wc)
+		}
 	}
 	return n
 }
@@ -176,7 +192,7 @@ func (cq *CQ) Wait(ctx context.Context, wc []WC) (int, error) {
 		return 0, errf(ErrInvalid, "Wait with an empty slice")
 	}
 	for {
-		if n := cq.Poll(wc); n > 0 {
+		if n := cq.pollRecv(wc, false); n > 0 {
 			cq.passWake()
 			return n, nil
 		}

@@ -217,7 +217,8 @@ type Device struct {
 
 	events chan AsyncEvent
 	stats  DeviceStats
-	pacer  pacer // generates READ answers a burst at a time (pace.go)
+	pacer  pacer   // generates READ answers a burst at a time (pace.go)
+	acks   ackHold // ACKs held for the application's next move (ackdefer.go)
 
 	budget   *txBudget   // Options.MaxInflight; nil: no bound
 	poller   link.Poller // the link, if it can receive on a caller's goroutine
@@ -372,6 +373,9 @@ func (d *Device) Close() error {
 		return errf(ErrClosed, "device %s", d.name)
 	}
 	d.closed = true
+	d.mu.Unlock()
+	sendHeldAcks() // ackdefer.go
+	d.mu.Lock()
 	qps := make([]*QP, 0, len(d.qps))
 	for _, qp := range d.qps {
 		qps = append(qps, qp)
@@ -503,10 +507,8 @@ func (d *Device) linkState(up bool) {
 // receiving at that moment. Poll must not be called from a completion
 // channel's or an event's handler running inside the device.
 func (d *Device) Poll() int {
-	if d.poller == nil {
-		return 0
-	}
-	return d.poller.Poll()
+	flushAcks()
+	return d.pollHolding()
 }
 
 // Stats returns the device's receive drop counters.

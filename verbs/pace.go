@@ -263,6 +263,14 @@ func (p *pacer) add(qp *QP) {
 	}
 }
 
+// kick wakes the pacer without listing a QP (for held ACKs).
+func (p *pacer) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (p *pacer) next() *QP {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -284,6 +292,7 @@ func (p *pacer) loop() {
 			return
 		case <-p.wake:
 		}
+		flushAcks() // held ACKs the application left (ackdefer.go)
 		var g *txGather
 		for qp := p.next(); qp != nil; qp = p.next() {
 			if g == nil {

@@ -169,6 +169,9 @@ type QP struct {
 	// listed says the device's pacer has the QP in its run list (for the
 	// rest of a READ answer, or to send out; see pace.go). Guarded by mu.
 	listed bool
+	// ackHeld says the QP is in the device's list of held ACKs
+	// (ackdefer.go). Guarded by mu.
+	ackHeld bool
 	// budgetWait says the QP waits for room in the device's in-flight
 	// bound (txBudget); the pacer clears it and has the QP progress.
 	budgetWait atomic.Bool
@@ -333,6 +336,7 @@ func (qp *QP) Destroy() error {
 		qp.mu.Unlock()
 		return errf(ErrClosed, "QP already destroyed")
 	}
+	qp.sendHeldAckLocked() // ackdefer.go
 	qp.dead = true
 	qp.stopTimersLocked()
 	qp.dropRespQueueLocked()

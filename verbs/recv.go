@@ -74,7 +74,7 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 				items[j].qp = nil
 			}
 		}
-		qp.sendPendingAckLocked()
+		qp.ackLaterOrNowLocked() // ackdefer.go
 		g.unlock(qp)
 	}
 	for _, i := range mc[:nmc] {

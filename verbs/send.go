@@ -33,6 +33,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	} else {
 		defer qp.unlockPosted()
 	}
+	qp.releaseAckLocked() // an ACK held by a poll leaves with the request (ackdefer.go)
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := qp.checkSendLocked(wr); err != nil {

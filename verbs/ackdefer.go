@@ -1,0 +1,172 @@
+// Acknowledgements held for the application's answer: when a poll on the
+// application's goroutine (CQ.Poll, Device.Poll) receives requests that
+// call for an ACK, the coalesced ACK is not sent by that poll. It is held
+// on the QP, and leaves with the next thing that goroutine does with the
+// device: a post to the QP sends it ahead of the request it builds, in the
+// same system call, and the next CQ.Poll, Device.Poll or CQ.Wait sends the
+// ones still held. A ping-pong's side thus answers a request and
+// acknowledges it with one send where it made two, and the application
+// sees the request's completion one system call sooner. The device's
+// pacer sends whatever an application leaves held when it stops calling
+// the device (it is woken for it at once), so an ACK is never held longer
+// than the application takes to come back or yield its processor.
+//
+// Only a poll on the application's goroutine holds ACKs: the link's reader
+// goroutine, and a CQ.Wait receiving while it sleeps, send them at once, as
+// before (nothing on their goroutine would carry them sooner).
+
+package verbs
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/softrdma/softrdma/link"
+)
+
+// ackHold is a device's part in holding ACKs: whether one of its polls is
+// receiving.
+type ackHold struct {
+	// polling counts the polls on application goroutines in progress:
+	// while it is nonzero, the receive path holds ACKs.
+	polling atomic.Int32
+}
+
+// heldAcks is the list of QPs holding an ACK, of every device: a program
+// polling one device sends what its polls of another held.
+var heldAcks struct {
+	n       atomic.Int32 // len(qps), read without mu
+	mu      sync.Mutex
+	qps     []*QP      // guarded by mu
+	flushMu sync.Mutex // one flusher at a time; others leave it the work
+	spare   []*QP      // the flusher's list, reused; guarded by flushMu
+}
+
+// pollHolding is Device.Poll with the ACKs it calls for held (see
+// ackdefer.go's header).
+func (d *Device) pollHolding() int {
+	if d.poller == nil {
+		return 0
+	}
+	d.acks.polling.Add(1)
+	n := d.poller.Poll()
+	d.acks.polling.Add(-1)
+	return n
+}
+
+// ackLaterOrNowLocked is what the receive path does, once a batch's
+// packets for qp are handled, with the ACK they call for: hold it while an
+// application's poll is receiving, send it otherwise. An ACK waiting
+// behind a READ answer (the responder's output queue) is left to it.
+func (qp *QP) ackLaterOrNowLocked() {
+	if !qp.resp.ackPending {
+		return
+	}
+	if qp.dev.acks.polling.Load() == 0 || len(qp.resp.queue) > 0 {
+		qp.sendPendingAckLocked()
+		return
+	}
+	if qp.ackHeld {
+		return
+	}
+	qp.ackHeld = true
+	a := &heldAcks
+	a.mu.Lock()
+	a.qps = append(a.qps, qp)
+	a.n.Add(1)
+	a.mu.Unlock()
+	qp.dev.pacer.kick()
+}
+
+// releaseAckLocked queues the QP's held ACK, if any, for sending with the
+// QP's next batch. A QP no longer in a state that answers requests drops it.
+func (qp *QP) releaseAckLocked() {
+	if !qp.ackHeld {
+		return
+	}
+	qp.ackHeld = false
+	switch qp.state {
+	case StateRTR, StateRTS, StateSQD, StateSQE:
+		if !qp.dead {
+			qp.sendPendingAckLocked()
+			return
+		}
+	}
+	qp.resp.ackPending = false
+}
+
+// sendHeldAckLocked sends the QP's held ACK, if any, at once and by
+// itself: the QP is being destroyed, and its peer waits for it. (What
+// posts left for the pacer in qp.out is dropped by Destroy, as before.)
+func (qp *QP) sendHeldAckLocked() {
+	n := len(qp.out)
+	qp.releaseAckLocked()
+	if len(qp.out) <= n {
+		return // none, queued behind a READ answer Destroy drops, or sent with a full batch
+	}
+	ack := qp.out[n]
+	qp.out = qp.out[:n]
+	qp.txMu.Lock()
+	qp.sendBatch([]*link.Packet{ack})
+	qp.txMu.Unlock()
+}
+
+// flushAcks sends every held ACK, of every device, each device's in one
+// call to its link. It returns at once if none is held, or if another
+// goroutine is flushing (that one, or the pacer it was woken for, sends
+// what this one would have).
+func flushAcks() {
+	a := &heldAcks
+	if a.n.Load() == 0 || !a.flushMu.TryLock() {
+		return
+	}
+	flushAcksLocked()
+}
+
+// sendHeldAcks sends every held ACK, waiting for a flush in progress: a
+// device being closed sends what its polls held (the peers wait for it)
+// rather than drop it.
+func sendHeldAcks() {
+	heldAcks.flushMu.Lock()
+	flushAcksLocked()
+}
+
+// flushAcksLocked is flushAcks; the caller holds flushMu, which it releases.
+func flushAcksLocked() {
+	a := &heldAcks
+	a.mu.Lock()
+	qps := a.qps
+	a.qps = a.spare[:0]
+	a.n.Store(0)
+	a.mu.Unlock()
+	var g *txGather
+	for _, qp := range qps {
+		if g != nil && g.dev != qp.dev {
+			g.put()
+			g = nil
+		}
+		if g == nil {
+			g = getGather(qp.dev)
+		}
+		g.lock(qp)
+		qp.releaseAckLocked()
+		g.unlock(qp)
+	}
+	if g != nil {
+		g.put()
+	}
+	clear(qps)
+	a.spare = qps[:0]
+	a.flushMu.Unlock()
+	if a.n.Load() > 0 { // held while this one sent: a pacer takes them
+		a.mu.Lock()
+		var d *Device
+		if len(a.qps) > 0 {
+			d = a.qps[0].dev
+		}
+		a.mu.Unlock()
+		if d != nil {
+			d.pacer.kick()
+		}
+	}
+}
