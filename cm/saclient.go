@@ -170,7 +170,7 @@ func (m *Manager) saQuery(ctx context.Context, method mad.Method, q *PathQuery) 
 			select {
 			case <-ctx.Done():
 				timer.Stop()
-				return nil, ctx.Err()
+				return nil, saSilent(ctx, to.DLID, try+1)
 			case <-timer.C:
 				break wait
 			case b := <-w.ch:
@@ -184,6 +184,17 @@ func (m *Manager) saQuery(ctx context.Context, method mad.Method, q *PathQuery) 
 		}
 	}
 	return nil, errf(ErrNoSA, "no answer from the SA at LID %d after %d tries of %v", to.DLID, retries+1, timeout)
+}
+
+// saSilent is the error of an SA query whose context ended while it waited
+// for an answer: past the deadline, the SA was silent for all the time the
+// caller gave (the tries share it), which is ErrNoSA as well as the
+// context's error; a cancelled query is only the context's.
+func saSilent(ctx context.Context, dlid uint16, sent int) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: no answer from the SA at LID %d before the deadline (%d tries sent): %w", ErrNoSA, dlid, sent, ctx.Err())
 }
 
 // table is the reassembly of an RMPP table answer: the next segment

@@ -67,7 +67,7 @@ func (m *Manager) mcMember(ctx context.Context, method mad.Method, rec mad.MCMem
 	var req [mad.Size]byte
 	s, _ := mad.NewSAMAD(req[:], method, mad.SAAttrMCMemberRecord, tid, &mad.SAHeader{ComponentMask: mask})
 	rec.Encode(s.Data())
-	for range retries + 1 {
+	for try := range retries + 1 {
 		m.send(to, req[:])
 		timer := time.NewTimer(timeout)
 	wait:
@@ -75,7 +75,7 @@ func (m *Manager) mcMember(ctx context.Context, method mad.Method, rec mad.MCMem
 			select {
 			case <-ctx.Done():
 				timer.Stop()
-				return mad.MCMemberRecord{}, ctx.Err()
+				return mad.MCMemberRecord{}, saSilent(ctx, to.DLID, try+1)
 			case <-timer.C:
 				break wait
 			case b := <-w.ch:

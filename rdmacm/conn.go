@@ -471,7 +471,13 @@ func (id *ID) Disconnect() error {
 			return nil
 		}
 		if err := id.conn.SendDREQ(nil); err != nil {
-			return err
+			// The peer's DREQ has reached the CM but not yet this ID's
+			// event handler: answer it, as rdma_disconnect sends a DREP
+			// when it cannot send a DREQ. The handler still reports the
+			// DREQ as EventDisconnected, once.
+			if id.conn.SendDREP(nil) != nil {
+				return err
+			}
 		}
 		id.state = idDisconnected
 		id.dreqSent = true // EventDisconnected follows: DREP, the peer's DREQ or a timeout

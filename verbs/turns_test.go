@@ -29,12 +29,12 @@ func counter(t *testing.T, d *Device, name string) uint64 {
 // Every message completes, no QP waits for an ACK timeout on a link that
 // loses nothing, and the bound is all given back.
 func TestBoundTurns(t *testing.T) {
-	// A 2 ms latency each way: the QPs posted first still hold the bound
+	// A 10 ms latency each way: the QPs posted first still hold the bound
 	// when the last are posted, however slow the machine (without it,
 	// under the race detector on a loaded machine, each QP had finished
 	// before the next was posted, and none waited).
 	o := pairOpts{devOpts: &Options{MaxInflight: 256}, mtu: MTU1024, timeout: 19, wr: 4,
-		faults: loop.Faults{Delay: 2 * time.Millisecond}}
+		faults: loop.Faults{Delay: 10 * time.Millisecond}}
 	n, da, db := newDevicesLoop(t, &o)
 	const size, qps = 64 << 10, 128
 	type side struct {
