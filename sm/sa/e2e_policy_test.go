@@ -123,8 +123,8 @@ func policyTables(t *testing.T, sock string) map[string]string {
 			out["pkeys "+key] = q("pkeys", n.route, strconv.Itoa(p))
 			out["vlarb "+key] = q("vlarb", n.route, strconv.Itoa(p))
 			if strings.HasPrefix(n.name, "Switch") {
-				// The table from every input port to this one.
-				out["sl2vl "+key] = q("sl2vl", n.route, "0", strconv.Itoa(p))
+				// The tables from every input port to this one.
+				out["sl2vl "+key] = q("sl2vl", n.route, strconv.Itoa(p))
 			} else {
 				out["sl2vl "+key] = q("sl2vl", n.route)
 			}
@@ -267,7 +267,7 @@ func TestE2EPolicyIbsim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgid := mad.GID{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 15: 0x77}
+	mgid := mad.GID{0xff, 0x12, 0xa0, 0x5f, 14: 0x12, 15: 0x77} // not an IPoIB MGID (OpenSM checks their Q_Key)
 	joiners := []struct {
 		name, route string
 		guid        uint64
@@ -311,6 +311,24 @@ func TestE2EPolicyIbsim(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	got := policyTables(t, sock)
+	// What the files ask for, whatever OpenSM does: Hca3 a limited member
+	// of Red, Hca2 full in Red and limited in Blue, Hca1 (SELF in no
+	// statement, but named) full in both; SL i to VL i%4; the arbitration
+	// tables as given.
+	for port, want := range map[string][]uint16{"Hca1/1": {0xffff, 0x8001, 0x8002}, "Hca2/1": {0xffff, 0x8001, 0x0002},
+		"Hca3/1": {0xffff, 0x0001}, "Hca4/1": {0xffff, 0x8002}, "Switch1/3": {0xffff}} {
+		if k := pkeysOf(got["pkeys "+port]); !slices.Equal(k, want) {
+			t.Errorf("softrdma's SM: %s P_Keys %#04x, want %#04x", port, k, want)
+		}
+	}
+	for _, port := range []string{"Hca2/1", "Switch2/3"} {
+		if !strings.Contains(got["sl2vl "+port], "| 0| 1| 2| 3| 0| 1| 2| 3| 0| 1| 2| 3| 0| 1| 2| 3|") {
+			t.Errorf("softrdma's SM: %s SL2VL:\n%s", port, got["sl2vl "+port])
+		}
+		if v := got["vlarb "+port]; !strings.Contains(v, "WEIGHT: |0x20|0x10|0x40|0x8 |") || !strings.Contains(v, "WEIGHT: |0x4 |0x8 |0x0 |") {
+			t.Errorf("softrdma's SM: %s VL arbitration:\n%s", port, v)
+		}
+	}
 	var mlid uint16
 	for i, j := range joiners {
 		lid, smLID := portLID(t, sock, j.route)
@@ -362,14 +380,29 @@ func TestE2EPolicyIbsim(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	differ := 0
+	differ, named := 0, 0
 	for _, k := range keys {
-		if got[k] != want[k] {
+		g, w := got[k], want[k]
+		if strings.HasPrefix(k, "pkeys Switch") && g != w {
+			// The one difference by design: at a switch port facing an
+			// end port OpenSM copies the end port's keys as they are,
+			// limited ones too; softrdma's SM sets the full bit on
+			// them, since softrdma's fabric applies the full/limited
+			// rule at enforcing switch ports too, where a limited entry
+			// would refuse a limited member's own packets. The
+			// partitions must be the same.
+			if gk, wk := pkeysOf(g), pkeysOf(w); slices.Equal(gk, fullBits(wk)) && slices.Equal(gk, fullBits(gk)) {
+				named++
+				t.Logf("%s: softrdma's SM %#04x, OpenSM %#04x (the full bit on switch ports, by design)", k, gk, wk)
+				continue
+			}
+		}
+		if g != w {
 			differ++
-			t.Errorf("%s: softrdma's SM:\n%s\nOpenSM:\n%s", k, got[k], want[k])
+			t.Errorf("%s: softrdma's SM:\n%s\nOpenSM:\n%s", k, g, w)
 		}
 	}
-	t.Logf("%d tables and PortInfo fields compared with OpenSM's, %d differ", len(keys), differ)
+	t.Logf("%d tables and PortInfo fields compared with OpenSM's: %d differ, %d by design (switch P_Key full bits)", len(keys), differ, named)
 	var omlid uint16
 	for i, j := range joiners {
 		lid, smLID := portLID(t, osock, j.route)
@@ -383,4 +416,26 @@ func TestE2EPolicyIbsim(t *testing.T) {
 	}
 	o1, o2 := checkMFTs("OpenSM", osock, omlid)
 	t.Logf("group MLID %#x: softrdma's SM: Switch1 %v Switch2 %v; OpenSM (MLID %#x): Switch1 %v Switch2 %v", mlid, g1, g2, omlid, o1, o2)
+}
+
+var rePKeyEntry = regexp.MustCompile(`0x([0-9a-f]{4})`)
+
+// pkeysOf returns the P_Keys other than 0 smpquery pkeys printed.
+func pkeysOf(out string) []uint16 {
+	var keys []uint16
+	for _, m := range rePKeyEntry.FindAllStringSubmatch(out, -1) {
+		if k, _ := strconv.ParseUint(m[1], 16, 16); k&0x7fff != 0 {
+			keys = append(keys, uint16(k))
+		}
+	}
+	return keys
+}
+
+// fullBits returns keys with the full-member bit set.
+func fullBits(keys []uint16) []uint16 {
+	out := make([]uint16, len(keys))
+	for i, k := range keys {
+		out[i] = k | 0x8000
+	}
+	return out
 }
