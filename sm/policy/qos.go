@@ -74,7 +74,7 @@ func DefaultQoSParams() QoSParams {
 
 // ParseQoS reads the QoS options of an opensm.conf: lines "name value"
 // (or name=value), '#' comments, options that are not QoS ignored. It
-// knows qos (TRUE or FALSE), qos_policy_file (PolicyFile: the file
+// knows max_op_vls (MaxOpVLs, 1 to 5), qos (TRUE or FALSE), qos_policy_file (PolicyFile: the file
 // ParseQoSPolicy reads, for the SA's PathRecord SLs), and max_vls, high_limit, vlarb_high,
 // vlarb_low and sl2vl after the prefixes qos_, qos_ca_, qos_swe_,
 // qos_sw0_ and qos_rtr_. A VL arbitration table is a comma-separated list
