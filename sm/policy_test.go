@@ -243,7 +243,10 @@ func TestPartitionsBySM(t *testing.T) {
 	}
 }
 
-const qosConf = `qos TRUE
+// max_op_vls 3 has every port operate VL0-3 (qos_max_vls does not, as in
+// OpenSM).
+const qosConf = `max_op_vls 3
+qos TRUE
 qos_max_vls 4
 qos_high_limit 4
 qos_vlarb_high 1:64

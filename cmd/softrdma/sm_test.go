@@ -113,7 +113,7 @@ func TestFabricEmbeddedSMPolicy(t *testing.T) {
 	if err := os.WriteFile(parts, []byte("Default=0x7fff : ALL=full ;\nWeb=0x0005 : ALL_CAS=limited ;\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(qos, []byte("qos TRUE\nqos_max_vls 2\nqos_sl2vl 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1\n"), 0o644); err != nil {
+	if err := os.WriteFile(qos, []byte("max_op_vls 2\nqos TRUE\nqos_max_vls 2\nqos_sl2vl 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	addr := "unix:" + filepath.Join(dir, "hca.sock")

@@ -12,7 +12,8 @@
 //
 // ParseQoS reads the QoS options of an opensm.conf (qos, qos_max_vls,
 // qos_high_limit, qos_vlarb_high, qos_vlarb_low, qos_sl2vl and their
-// per-port-type variants qos_ca_, qos_swe_, qos_sw0_ and qos_rtr_), and
+// per-port-type variants qos_ca_, qos_swe_, qos_sw0_ and qos_rtr_, and
+// max_op_vls), and
 // (*QoS).Port gives a port's operational VLs, SL-to-VL table, VL
 // arbitration table blocks and high-priority limit, fitted to what the
 // port can hold as OpenSM fits them.

@@ -34,9 +34,11 @@ Compute=0x0001 : 0x0002c90300000011=full, 0x0002c90300000021 ;
 }
 
 // The QoS options of an opensm.conf and what a CA port with VL0-7 and
-// 8-entry arbitration tables gets.
+// 8-entry arbitration tables gets: max_op_vls 3 has it operate VL0-3, so
+// SL2VL's VLs are masked into them.
 func ExampleParseQoS() {
 	conf := `
+max_op_vls 3
 qos TRUE
 qos_max_vls 4
 qos_high_limit 10

@@ -42,6 +42,11 @@ type QoS struct {
 	// switch port 0, qos_sw0_) and Router are the per-port-type sets, as
 	// given.
 	CA, Switch, Switch0, Router QoSParams
+	// MaxOpVLs is opensm.conf's max_op_vls: the PortInfo code (1 VL0,
+	// 2 VL0-1, 3 VL0-3, 4 VL0-7, 5 VL0-14) of the most VLs a port is set
+	// to operate; 0 (not given) means OpenSM's default, 5. As in OpenSM,
+	// qos_max_vls does not limit the operational VLs.
+	MaxOpVLs uint8
 	// PolicyFile is the qos_policy_file option: the qos-policy.conf that
 	// ParseQoSPolicy reads (the SA's PathRecord SLs); "" if not given.
 	PolicyFile string
@@ -69,7 +74,7 @@ func DefaultQoSParams() QoSParams {
 
 // ParseQoS reads the QoS options of an opensm.conf: lines "name value"
 // (or name=value), '#' comments, options that are not QoS ignored. It
-// knows qos (TRUE or FALSE), qos_policy_file (PolicyFile: the file
+// knows max_op_vls (MaxOpVLs, 1 to 5), qos (TRUE or FALSE), qos_policy_file (PolicyFile: the file
 // ParseQoSPolicy reads, for the SA's PathRecord SLs), and max_vls, high_limit, vlarb_high,
 // vlarb_low and sl2vl after the prefixes qos_, qos_ca_, qos_swe_,
 // qos_sw0_ and qos_rtr_. A VL arbitration table is a comma-separated list
@@ -105,6 +110,14 @@ func ParseQoS(r io.Reader) (*QoS, error) {
 			return nil, &SyntaxError{File: "qos", Line: n, Msg: name + ": " + fmt.Sprintf(format, a...)}
 		}
 		lname := strings.ToLower(name)
+		if lname == "max_op_vls" {
+			v, err := strconv.ParseUint(value, 0, 8)
+			if err != nil || v < 1 || v > 5 {
+				return fail("%q: want 1 to 5", value)
+			}
+			q.MaxOpVLs = uint8(v)
+			continue
+		}
 		if lname != "qos" && !strings.HasPrefix(lname, "qos_") {
 			continue
 		}
@@ -273,7 +286,8 @@ func (q *QoS) Params(p PortRef) QoSParams {
 // PortQoS is what the SM writes to one port for QoS.
 type PortQoS struct {
 	// OperationalVLs is the PortInfo code of the VLs the port operates:
-	// the most the port's VLCap and max_vls both allow.
+	// the most the port's VLCap and max_op_vls (QoS.MaxOpVLs) both allow,
+	// as OpenSM's link manager sets it (qos_max_vls does not limit it).
 	OperationalVLs uint8
 	// HighLimit is PortInfo's VLHighLimit.
 	HighLimit uint8
@@ -310,11 +324,9 @@ func (q *QoS) Port(p PortRef) PortQoS {
 	if capCode < 1 || capCode > 5 {
 		capCode = 5
 	}
-	op := uint8(1)
-	for c := uint8(1); c <= capCode; c++ {
-		if vlCount(c) <= int(par.MaxVLs) {
-			op = c
-		}
+	op := capCode
+	if q != nil && q.MaxOpVLs >= 1 && q.MaxOpVLs < op {
+		op = q.MaxOpVLs
 	}
 	out := PortQoS{OperationalVLs: op, HighLimit: par.HighLimit}
 	mask := uint8(vlCount(op) - 1)

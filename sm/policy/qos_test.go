@@ -58,13 +58,14 @@ func TestParseQoS(t *testing.T) {
 }
 
 // TestPortQoS: the tables fitted to a port: operational VLs by VLCap and
-// max_vls, SL2VL masked into the operated VLs, arbitration blocks cut to
+// max_op_vls (not qos_max_vls, as in OpenSM), SL2VL masked into the operated VLs, arbitration blocks cut to
 // the capacities.
 func TestPortQoS(t *testing.T) {
 	q := parseQoSFile(t, "testdata/opensm.conf")
-	// A CA with VL0-7 and 8-entry tables, max_vls 2: VL0-1.
+	// A CA with VL0-7 and 8-entry tables, qos_ca_max_vls 2: still VL0-7
+	// (OpenSM's link manager sets OperVLs from VLCap and max_op_vls).
 	p := q.Port(PortRef{NodeType: mad.NodeTypeCA, Port: 1, VLCap: 4, VLArbHighCap: 8, VLArbLowCap: 8})
-	if p.OperationalVLs != 2 || p.HighLimit != 4 || len(p.VLArbHigh) != 1 || len(p.VLArbLow) != 1 {
+	if p.OperationalVLs != 4 || p.HighLimit != 4 || len(p.VLArbHigh) != 1 || len(p.VLArbLow) != 1 {
 		t.Fatalf("CA: %+v", p)
 	}
 	if p.SL2VL.VL[0] != 0 || p.SL2VL.VL[1] != 1 || p.SL2VL.VL[15] != 1 {
@@ -83,8 +84,14 @@ func TestPortQoS(t *testing.T) {
 	// blocks, entries 32 and 33 set, 34-39 empty.
 	p = q.Port(PortRef{NodeType: mad.NodeTypeRouter, Port: 1, VLCap: 5, VLArbHighCap: 0, VLArbLowCap: 40})
 	if len(p.VLArbHigh) != 0 || len(p.VLArbLow) != 2 || p.VLArbLow[1].Entry[1] != (mad.VLArbEntry{VL: 3, Weight: 34}) ||
-		p.VLArbLow[1].Entry[2] != (mad.VLArbEntry{}) || p.OperationalVLs != 4 {
+		p.VLArbLow[1].Entry[2] != (mad.VLArbEntry{}) || p.OperationalVLs != 5 {
 		t.Errorf("router: %+v", p)
+	}
+	// max_op_vls 2: VL0-1 on a VL0-7 port, SL2VL masked into them.
+	q2 := *q
+	q2.MaxOpVLs = 2
+	if p := q2.Port(PortRef{NodeType: mad.NodeTypeSwitch, Port: 2, VLCap: 4}); p.OperationalVLs != 2 || p.SL2VL.VL[3] != 1 || p.SL2VL.VL[15] != 15 {
+		t.Errorf("max_op_vls 2: ops %d SL2VL %v", p.OperationalVLs, p.SL2VL.VL)
 	}
 	// A low table longer than the capacity is cut at it.
 	p = q.Port(PortRef{NodeType: mad.NodeTypeRouter, Port: 1, VLArbLowCap: 3})
@@ -110,6 +117,7 @@ func TestQoSErrors(t *testing.T) {
 		{"qos maybe", 1, "TRUE or FALSE"},
 		{"# x\nqos_max_vls 16", 2, "1 to 15"},
 		{"qos_max_vls 0", 1, "1 to 15"},
+		{"max_op_vls 6", 1, "1 to 5"},
 		{"qos_high_limit 256", 1, "0 to 255"},
 		{"qos_vlarb_high 0:4,15:1", 1, "VL 0-14"},
 		{"qos_vlarb_low 0:256", 1, "weight 0-255"},
