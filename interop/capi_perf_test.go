@@ -124,5 +124,8 @@ func (s *suite) perftestPair(t *testing.T, ctx context.Context, server, client s
 }
 
 // perftestRejectRuns bounds the runs of a perftest -R pair whose client lost
-// the race with the server's listen (see perftestPair).
-const perftestRejectRuns = 3
+// the race with the server's listen (see perftestPair). Against the
+// emulated guest's server the library's client loses it in a third to a
+// half of the runs (more on a loaded host): 8 runs leave a case about one
+// chance in 250 of failing on it.
+const perftestRejectRuns = 8

@@ -86,8 +86,9 @@ func TestPerftestVsSoftrdma(t *testing.T) {
 }
 
 // perftestRejectRuns bounds the runs of a perftest -R pair whose client
-// lost the race with its server's listen (see perftestCMPair).
-const perftestRejectRuns = 3
+// lost the race with its server's listen (see perftestCMPair): it does in
+// about one run in six against softrdma perf's server.
+const perftestRejectRuns = 6
 
 // perftestCMPair runs a perftest -R server on 127.0.0.1 and, once its
 // device holds its UDP port, the client. perftest (Debian's 4.5-0.17)
