@@ -16,8 +16,8 @@ import (
 // capiCMMatrix runs Debian's rdmacm-utils on the host over capi's
 // librdmacm.so.1 (the library under its second name) against the same
 // tools in the guest on Linux rxe's rdma_cm: rping in both roles (10 pings,
-// both sides' text checked), ucmatose and udaddy with the host as client,
-// and ib_write_bw -R with the host as client. lib is capiMatrix's build.
+// both sides' text checked), ucmatose and udaddy with the host as client
+// (perftest's -R: capiPerftestMatrix). lib is capiMatrix's build.
 func (s *suite) capiCMMatrix(t *testing.T, lib string) {
 	env := []string{"LD_LIBRARY_PATH=" + lib, "SOFTRDMA_DEVICES=" + s.p.Tap()}
 	look := func(bin string) (string, error) {
@@ -90,46 +90,4 @@ func (s *suite) capiCMMatrix(t *testing.T, lib string) {
 			return nil
 		})
 	}
-	s.run(t, "capi/perftest/write_bw-R/lib-client", 2*time.Minute, func(t *testing.T, ctx context.Context) error {
-		path, err := look("ib_write_bw")
-		if err != nil {
-			return err
-		}
-		const port, size, iters = 18515, 65536, 200
-		common := fmt.Sprintf("-R -p %d -s %d -n %d -F", port, size, iters)
-		server := side{Guest: "ib_write_bw -d rxe0 " + common, Ready: s.guestCMListening(port)}
-		client := side{Exec: append(append([]string{path}, strings.Fields(common)...), guest), Env: env}
-		// perftest connects its test QP right after the handshake that
-		// follows the control connection, while the server may still be
-		// creating its listening ID: the guest's CM then rejects with
-		// reason 8 (no listener). perftest's own answer, retrying
-		// (rdma_cm_client_connection), reuses the IDs, nodes and address
-		// info it has just destroyed and freed in Debian's 4.5-0.17 (fixed
-		// upstream later by reallocating the nodes), so that client dies on a
-		// signal instead of retrying. The pair is run again in that case,
-		// at most perftestRejectRuns times, each logged; any other failure
-		// fails at once.
-		var so, co *outcome
-		for run := 1; ; run++ {
-			so, co, err = s.pair(t, ctx, server, client)
-			if err == nil || co == nil || !strings.Contains(co.stderr, "RDMA_CM_EVENT_REJECTED; error: 8") || run == perftestRejectRuns {
-				break
-			}
-			t.Logf("run %d: the guest rejected the test QP's REQ (no listener yet: perftest's handshake race); running the pair again", run)
-		}
-		if err != nil {
-			return err
-		}
-		for _, o := range []*outcome{so, co} {
-			if err := perftestReport(o.stdout, size, iters); err != nil {
-				return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, err, o.stdout, o.stderr)
-			}
-		}
-		t.Logf("client: %s", reportLines(co.stdout))
-		return nil
-	})
 }
-
-// perftestRejectRuns bounds the runs of a perftest -R pair whose client lost
-// the race with the server's listen (see capi/perftest/write_bw-R).
-const perftestRejectRuns = 3

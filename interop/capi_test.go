@@ -18,8 +18,8 @@ import (
 // capiMatrix runs Debian's C tools on the host over capi's
 // libibverbs.so.1 (the device softrdma_TAP, named by SOFTRDMA_DEVICES)
 // against the same tools in the guest on rxe0: the four pingpongs in both
-// roles and two perftest programs with the host as client, over IPv4
-// (GID index 1 on both sides).
+// roles over IPv4 (GID index 1 on both sides), and perftest's eight
+// programs (capiPerftestMatrix).
 func (s *suite) capiMatrix(t *testing.T) {
 	lib := filepath.Join(s.out, "capi-lib")
 	ok := t.Run("capi/build", func(t *testing.T) {
@@ -68,31 +68,7 @@ func (s *suite) capiMatrix(t *testing.T) {
 			})
 		}
 	}
-	for _, c := range []struct {
-		test        string
-		size, iters int
-	}{{"write_bw", 65536, 200}, {"send_lat", 2, 200}} {
-		s.run(t, "capi/perftest/"+c.test+"/lib-client", 2*time.Minute, func(t *testing.T, ctx context.Context) error {
-			path, err := exec.LookPath("ib_" + c.test)
-			if err != nil {
-				return fmt.Errorf("ib_%s on the host (perftest): %v", c.test, err)
-			}
-			common := []string{"-x", "1", "-s", strconv.Itoa(c.size), "-n", strconv.Itoa(c.iters)}
-			server := side{Guest: "ib_" + c.test + " -d rxe0 -F " + strings.Join(common, " ")}
-			client := side{Exec: append(append([]string{path, "-d", dev, "-F"}, common...), peer.GuestIPv4.String()), Env: env}
-			so, co, err := s.pair(t, ctx, server, client)
-			if err != nil {
-				return err
-			}
-			for _, o := range []*outcome{so, co} {
-				if err := perftestReport(o.stdout, c.size, c.iters); err != nil {
-					return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, err, o.stdout, o.stderr)
-				}
-			}
-			t.Logf("client: %s", reportLines(co.stdout))
-			return nil
-		})
-	}
-	s.capiCMMatrix(t, lib) // capi_cm_test.go
-	s.capiExMatrix(t, lib) // capi_ex_test.go
+	s.capiPerftestMatrix(t, lib) // capi_perf_test.go
+	s.capiCMMatrix(t, lib)       // capi_cm_test.go
+	s.capiExMatrix(t, lib)       // capi_ex_test.go
 }

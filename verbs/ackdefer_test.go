@@ -183,14 +183,15 @@ func TestHeldAckLeftByProgram(t *testing.T) {
 	}
 }
 
-// TestHeldAckDestroyClose: an ACK held when its QP is destroyed, or its
-// device closed, is sent then, not dropped: the requester's SEND
+// TestHeldAckDestroyClose: an ACK held when its QP is destroyed, moved to
+// the error or reset state (rdma_disconnect's modify, say), or its device
+// closed, is sent then, not dropped: the requester's SEND
 // completes successfully (with no retries allowed, a lost ACK would fail
 // it with RETRY_EXC_ERR). With one P the pacer cannot send it first; a
 // run where it did anyway says so and proves nothing, so the test looks
 // for the ACK held before it destroys or closes.
 func TestHeldAckDestroyClose(t *testing.T) {
-	for _, how := range []string{"destroy", "close"} {
+	for _, how := range []string{"destroy", "error", "reset", "close"} {
 		t.Run(how, func(t *testing.T) {
 			leakcheck.Check(t)
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -204,11 +205,18 @@ func TestHeldAckDestroyClose(t *testing.T) {
 			if !held(p.qb) {
 				t.Fatal("the ACK was not held after the poll (the pacer ran first)")
 			}
-			if how == "destroy" {
-				if err := p.qb.Destroy(); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := p.db.Close(); err != nil {
+			var err error
+			switch how {
+			case "destroy":
+				err = p.qb.Destroy()
+			case "error":
+				err = p.qb.Modify(&QPAttr{State: StateErr}, AttrState)
+			case "reset":
+				err = p.qb.Modify(&QPAttr{State: StateReset}, AttrState)
+			default:
+				err = p.db.Close()
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			if wc := pollFor(t, p.ca); wc.Status != Success || wc.WRID != 3 {

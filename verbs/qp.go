@@ -622,6 +622,11 @@ func (qp *QP) modifyLocked(attr *QPAttr, mask AttrMask) error {
 	qp.pkey = qp.dev.pkeyAt(a.PKeyIndex)
 	qp.req.Configure(qp.reqConfig())
 
+	if next == StateErr || next == StateReset {
+		// An ACK held by a poll (ackdefer.go) was due before this
+		// transition: it leaves with Modify's unlockSend, not dropped.
+		qp.releaseAckLocked()
+	}
 	switch {
 	case next == StateReset && cur != StateReset:
 		qp.stopTimersLocked()

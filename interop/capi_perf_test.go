@@ -1,0 +1,131 @@
+//go:build interop && linux
+
+package interop
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrdma/softrdma/interop/peer"
+)
+
+// capiPerftestMatrix runs perftest's eight programs on the host over
+// capi's libraries against the same programs in the guest on rxe0, with
+// the TCP exchange (-x 1: IPv4) and with -R (rdma_cm), the host as client
+// and, for the bandwidth tests over TCP, as server too (the library as
+// rdma_cm server is rping's case; the four -R server cases passed too but
+// cost 11 s); both sides' reports are
+// checked (the client's only where perftest's server is passive). Few
+// iterations of small messages: the guest is emulated. lib is
+// capiMatrix's build.
+func (s *suite) capiPerftestMatrix(t *testing.T, lib string) {
+	env := []string{"LD_LIBRARY_PATH=" + lib, "SOFTRDMA_DEVICES=" + s.p.Tap()}
+	dev := "softrdma_" + s.p.Tap()
+	const iters = 100
+	for _, test := range []string{"write_lat", "write_bw", "send_lat", "send_bw", "read_lat", "read_bw", "atomic_lat", "atomic_bw"} {
+		size := 4096
+		switch {
+		case strings.HasPrefix(test, "atomic"):
+			size = 8
+		case strings.HasSuffix(test, "_lat"):
+			size = 2
+		}
+		for _, cm := range []bool{false, true} {
+			roles := []string{"client"}
+			if strings.HasSuffix(test, "_bw") && !cm {
+				roles = append(roles, "server")
+			}
+			for _, role := range roles {
+				name := test
+				if cm {
+					name += "-R"
+				}
+				s.run(t, fmt.Sprintf("capi/perftest/%s/lib-%s", name, role), 2*time.Minute, func(t *testing.T, ctx context.Context) error {
+					bin := "ib_" + test
+					path, err := exec.LookPath(bin)
+					if err != nil {
+						return fmt.Errorf("%s on the host (perftest): %v", bin, err)
+					}
+					common := []string{"-F", "-s", fmt.Sprint(size), "-n", fmt.Sprint(iters)}
+					if cm {
+						common = append(common, "-R", "-p", fmt.Sprint(exchangePort))
+					}
+					host := side{Exec: append([]string{path}, common...), Env: env}
+					guest := bin + " " + strings.Join(common, " ")
+					if !cm {
+						// rdma_cm picks device and GID from the address.
+						host.Exec = append(host.Exec, "-d", dev, "-x", "1")
+						guest += " -d rxe0 -x 1"
+					}
+					var server, client side
+					if role == "server" {
+						server, client = host, side{Guest: guest + " " + peer.HostIPv4.String()}
+						if cm {
+							// The library binds its device before rdma_listen:
+							// a moment's grace after the port is bound.
+							server.Ready = func(ctx context.Context) bool {
+								if !s.hostRoCEBound(ctx) {
+									return false
+								}
+								time.Sleep(300 * time.Millisecond)
+								return true
+							}
+						}
+					} else {
+						host.Exec = append(host.Exec, peer.GuestIPv4.String())
+						server, client = side{Guest: guest}, host
+						if cm {
+							server.Ready = s.guestCMListening(exchangePort)
+						}
+					}
+					so, co, err := s.perftestPair(t, ctx, server, client, cm)
+					if err != nil {
+						return err
+					}
+					checked := []*outcome{so, co}
+					if test == "read_lat" || test == "atomic_lat" {
+						checked = checked[1:] // perftest's server is passive and prints no result
+					}
+					for _, o := range checked {
+						if err := perftestReport(o.stdout, size, iters); err != nil {
+							return fmt.Errorf("%s: %v\nstdout:\n%s\nstderr:\n%s", o.cmd, err, o.stdout, o.stderr)
+						}
+					}
+					t.Logf("client: %s", reportLines(co.stdout))
+					return nil
+				})
+			}
+		}
+	}
+}
+
+// perftestPair runs a perftest pair; with -R (cm), again when Debian's
+// perftest 4.5-0.17 client loses the race with its server's listen, at
+// most perftestRejectRuns times, each logged. perftest connects its test
+// QP right after the handshake that follows the control connection, while
+// the server may still be creating its listening ID: the server's CM then
+// rejects with reason 8 (no listener). perftest's own answer, retrying
+// (rdma_cm_client_connection), reuses the IDs, nodes and address info it
+// has just destroyed and freed in that version (fixed upstream later by
+// reallocating the nodes), so that client dies on a signal instead of
+// retrying. Any other failure fails at once.
+func (s *suite) perftestPair(t *testing.T, ctx context.Context, server, client side, cm bool) (so, co *outcome, err error) {
+	for run := 1; ; run++ {
+		so, co, err = s.pair(t, ctx, server, client)
+		if err == nil || !cm || co == nil || !strings.Contains(co.stderr, "RDMA_CM_EVENT_REJECTED; error: 8") || run == perftestRejectRuns {
+			return so, co, err
+		}
+		t.Logf("run %d: the server rejected the test QP's REQ (no listener yet: perftest's handshake race); running the pair again", run)
+	}
+}
+
+// perftestRejectRuns bounds the runs of a perftest -R pair whose client lost
+// the race with the server's listen (see perftestPair). Against the
+// emulated guest's server the library's client loses it in a third to a
+// half of the runs (more on a loaded host): 8 runs leave a case about one
+// chance in 250 of failing on it.
+const perftestRejectRuns = 8
