@@ -255,9 +255,14 @@ const (
 
 // wqe is a work request's requester state.
 type wqe struct {
-	class    Class
-	length   int
-	fence    bool
+	class  Class
+	length int
+	fence  bool
+	// rdHeld: w counts in Core.rdAtomic, from its start until it retires
+	// (not when its response completes it: an earlier READ or atomic may
+	// still be asked for again, and the responder keeps only the last
+	// MaxDestRdAtomic answers to replay).
+	rdHeld   bool
 	state    uint8
 	status   Status
 	firstPSN wire.PSN
@@ -480,6 +485,7 @@ func (c *Core) start(seq uint64, w *wqe) bool {
 				return false
 			}
 			c.rdAtomic++
+			w.rdHeld = true
 		}
 	}
 	if w.class == Local {
@@ -806,9 +812,6 @@ func (c *Core) complete(w *wqe, st Status) {
 	}
 	w.state = stDone
 	w.status = st
-	if c.cfg.Transport == RC && w.class.rdAtomic() && c.rdAtomic > 0 {
-		c.rdAtomic--
-	}
 	c.retire()
 }
 
@@ -824,6 +827,14 @@ func (c *Core) retire() {
 		// of the queue re-entrantly.
 		st := w.status
 		w.state = stIdle
+		if w.rdHeld {
+			// Retired in order: every READ and atomic before it has its
+			// answer, so the responder need not replay this one.
+			w.rdHeld = false
+			if c.rdAtomic > 0 {
+				c.rdAtomic--
+			}
+		}
 		c.head++
 		if c.cur < c.head {
 			c.cur = c.head

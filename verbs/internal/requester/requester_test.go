@@ -130,7 +130,16 @@ func TestReadCreditsAndFence(t *testing.T) {
 		t.Errorf("atomic result %v", r.orig)
 	}
 	wantRetired(t, r)
-	// The atomic's credit lets the third request go.
+	// The atomic keeps its credit until it retires: the READ before it
+	// may still be asked for again, and a responder keeping only
+	// max_dest_rd_atomic (2) answers could not replay it after a third.
+	if got := psns(r.take()); len(got) != 0 {
+		t.Fatalf("sent %v while the first READ is unanswered, want nothing", got)
+	}
+	r.c.ReadResponse(2, Run, psn0, make([]byte, mtu), false)
+	r.c.ReadResponse(2, Run, psn0.Add(1), make([]byte, mtu), true)
+	wantRetired(t, r, retirement{0, Success}, retirement{1, Success})
+	// Both retired: their credits let the third request go.
 	if got := psns(r.take()); !slices.Equal(got, []wire.PSN{psn0.Add(3)}) {
 		t.Fatalf("sent %v, want the next READ", got)
 	}
