@@ -66,15 +66,7 @@ func (s *suite) capiPerftestMatrix(t *testing.T, lib string) {
 					if role == "server" {
 						server, client = host, side{Guest: guest + " " + peer.HostIPv4.String()}
 						if cm {
-							// The library binds its device before rdma_listen:
-							// a moment's grace after the port is bound.
-							server.Ready = func(ctx context.Context) bool {
-								if !s.hostRoCEBound(ctx) {
-									return false
-								}
-								time.Sleep(300 * time.Millisecond)
-								return true
-							}
+							server.Ready = s.libServerReady
 						}
 					} else {
 						host.Exec = append(host.Exec, peer.GuestIPv4.String())

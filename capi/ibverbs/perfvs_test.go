@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -121,14 +120,7 @@ func perftestCMRun(port int, server, client func(ctx context.Context) *exec.Cmd)
 	if err := srv.Start(); err != nil {
 		return "", "", err
 	}
-	for range 200 { // until the server's device is bound
-		c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			break
-		}
-		c.Close()
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitBound(port)
 	out, cerr := client(ctx).CombinedOutput()
 	if cerr != nil {
 		cancel()
