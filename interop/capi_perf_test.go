@@ -101,11 +101,12 @@ func (s *suite) capiPerftestMatrix(t *testing.T, lib string) {
 // perftestrace), at most perftestRejectRuns times, each logged. Any other
 // failure fails at once.
 func (s *suite) perftestPair(t *testing.T, ctx context.Context, server, client side, cm bool) (so, co *outcome, err error) {
+	t.Helper()
 	runs := 1
 	if cm {
 		runs = perftestRejectRuns
 	}
-	err = perftestrace.Rerun(runs, t.Logf, func() (string, error) {
+	err = perftestrace.Rerun(t, runs, func() (string, error) {
 		var err error
 		so, co, err = s.pair(t, ctx, server, client)
 		if co == nil {

@@ -98,7 +98,7 @@ const perftestRejectRuns = 6
 // failure fails t.
 func perftestCMPair(t *testing.T, port int, server, client func(ctx context.Context) *exec.Cmd) (srvOut, cliOut string) {
 	t.Helper()
-	err := perftestrace.Rerun(perftestRejectRuns, t.Logf, func() (string, error) {
+	err := perftestrace.Rerun(t, perftestRejectRuns, func() (string, error) {
 		var err error
 		srvOut, cliOut, err = perftestCMRun(port, server, client)
 		return cliOut, err

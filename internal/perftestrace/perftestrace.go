@@ -15,7 +15,10 @@
 // remedy from outside is to run both sides again.
 package perftestrace
 
-import "strings"
+import (
+	"strings"
+	"testing"
+)
 
 // rejected is what perftest's client prints when the server's CM rejected
 // its REQ because nothing listened on the port (IBTA reason 8).
@@ -30,14 +33,15 @@ func Lost(clientOutput string) bool {
 // Rerun calls pair, which runs a server and its client once and returns
 // the client's output and the pair's error, until it succeeds, fails
 // otherwise than by the client losing the race (see Lost), or has run
-// runs times. Each lost run that is followed by another is reported
-// through logf (a testing.T's Logf). Rerun returns the last run's error.
-func Rerun(runs int, logf func(format string, args ...any), pair func() (clientOutput string, err error)) error {
+// runs times. Each lost run that is followed by another is logged to tb.
+// Rerun returns the last run's error.
+func Rerun(tb testing.TB, runs int, pair func() (clientOutput string, err error)) error {
+	tb.Helper()
 	for run := 1; ; run++ {
 		out, err := pair()
 		if err == nil || !Lost(out) || run >= runs {
 			return err
 		}
-		logf("run %d: the server rejected the test QP's REQ (no listener yet: perftest's handshake race); running the pair again", run)
+		tb.Logf("run %d: the server rejected the test QP's REQ (no listener yet: perftest's handshake race); running the pair again", run)
 	}
 }

@@ -3,8 +3,19 @@ package perftestrace
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
+
+// logTB keeps what is logged to it.
+type logTB struct {
+	testing.TB
+	logs []string
+}
+
+func (l *logTB) Logf(format string, args ...any) {
+	l.logs = append(l.logs, fmt.Sprintf(format, args...))
+}
 
 // lostOutput holds, among other lines, the event and reason that a
 // perftest client losing the race prints.
@@ -48,14 +59,9 @@ func TestRerun(t *testing.T) {
 		{"one run only", 1, []error{errFailed}, []bool{true}, errFailed, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			calls, logged := 0, 0
-			logf := func(format string, args ...any) {
-				logged++
-				if want := fmt.Sprintf("run %d:", logged); fmt.Sprintf(format, args...)[:len(want)] != want {
-					t.Errorf("log %q does not name run %d", fmt.Sprintf(format, args...), logged)
-				}
-			}
-			err := Rerun(c.runs, logf, func() (string, error) {
+			calls := 0
+			tb := &logTB{TB: t}
+			err := Rerun(tb, c.runs, func() (string, error) {
 				if calls >= len(c.outcomes) {
 					t.Fatalf("pair run %d times, want %d", calls+1, c.calls)
 				}
@@ -69,6 +75,12 @@ func TestRerun(t *testing.T) {
 			})
 			if err != c.want {
 				t.Errorf("Rerun = %v, want %v", err, c.want)
+			}
+			logged := len(tb.logs)
+			for i, l := range tb.logs {
+				if want := fmt.Sprintf("run %d: ", i+1); !strings.HasPrefix(l, want) {
+					t.Errorf("log %q does not begin %q", l, want)
+				}
 			}
 			if calls != c.calls || logged != c.logged {
 				t.Errorf("pair run %d times, %d logged; want %d and %d", calls, logged, c.calls, c.logged)
