@@ -38,16 +38,7 @@ func (s *suite) capiCMMatrix(t *testing.T, lib string) {
 			common := fmt.Sprintf("-C %d -S %d -v", count, size)
 			var server, client side
 			if role == "server" {
-				// The library binds its device before rdma_listen: a
-				// moment's grace after the port is bound.
-				ready := func(ctx context.Context) bool {
-					if !s.hostRoCEBound(ctx) {
-						return false
-					}
-					time.Sleep(300 * time.Millisecond)
-					return true
-				}
-				server = side{Exec: append([]string{path, "-s", "-a", host}, strings.Fields(common)...), Env: env, Ready: ready}
+				server = side{Exec: append([]string{path, "-s", "-a", host}, strings.Fields(common)...), Env: env, Ready: s.libServerReady}
 				client = side{Guest: fmt.Sprintf("rping -c -a %s %s -V", host, common)}
 			} else {
 				server = side{Guest: fmt.Sprintf("rping -s -a %s %s", guest, common), Ready: s.guestCMListening(rpingPort)}

@@ -23,15 +23,6 @@ import (
 func (s *suite) capiExMatrix(t *testing.T, lib string) {
 	env := []string{"LD_LIBRARY_PATH=" + lib, "SOFTRDMA_DEVICES=" + s.p.Tap()}
 	host, guest := peer.HostIPv4.String(), peer.GuestIPv4.String()
-	// The library binds its device before it listens or joins: a moment's
-	// grace after the port is bound.
-	hostReady := func(ctx context.Context) bool {
-		if !s.hostRoCEBound(ctx) {
-			return false
-		}
-		time.Sleep(300 * time.Millisecond)
-		return true
-	}
 	const epPort = 7481
 	for _, role := range []string{"client", "server"} {
 		s.run(t, "capi/rdma_server/lib-"+role, 2*time.Minute, func(t *testing.T, ctx context.Context) error {
@@ -43,7 +34,7 @@ func (s *suite) capiExMatrix(t *testing.T, lib string) {
 			port := strconv.Itoa(epPort)
 			var server, client side
 			if role == "server" {
-				server = side{Exec: []string{path, "-s", host, "-p", port}, Env: env, Ready: hostReady}
+				server = side{Exec: []string{path, "-s", host, "-p", port}, Env: env, Ready: s.libServerReady}
 				client = side{Guest: fmt.Sprintf("rdma_client -s %s -p %s", host, port)}
 			} else {
 				server = side{Guest: fmt.Sprintf("rdma_server -p %s", port), Ready: s.guestCMListening(epPort)}
@@ -80,7 +71,7 @@ func (s *suite) capiExMatrix(t *testing.T, lib string) {
 			var server, client side
 			if role == "receiver" {
 				server = side{Exec: []string{path, "-m", g, "-b", host, "-c", strconv.Itoa(mckeyRecvQPs), "-C", count},
-					Env: env, Ready: hostReady}
+					Env: env, Ready: s.libServerReady}
 				client = side{Guest: fmt.Sprintf("mckey -m %s -s -b %s -C %s", g, guest, count)}
 			} else {
 				server = side{Guest: fmt.Sprintf("mckey -m %s -b %s -c %d -C %s", g, guest, mckeyRecvQPs, count),

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrdma/softrdma/internal/perftestrace"
 	"github.com/softrdma/softrdma/interop/peer"
 )
 
@@ -65,15 +66,7 @@ func (s *suite) capiPerftestMatrix(t *testing.T, lib string) {
 					if role == "server" {
 						server, client = host, side{Guest: guest + " " + peer.HostIPv4.String()}
 						if cm {
-							// The library binds its device before rdma_listen:
-							// a moment's grace after the port is bound.
-							server.Ready = func(ctx context.Context) bool {
-								if !s.hostRoCEBound(ctx) {
-									return false
-								}
-								time.Sleep(300 * time.Millisecond)
-								return true
-							}
+							server.Ready = s.libServerReady
 						}
 					} else {
 						host.Exec = append(host.Exec, peer.GuestIPv4.String())
@@ -103,24 +96,25 @@ func (s *suite) capiPerftestMatrix(t *testing.T, lib string) {
 	}
 }
 
-// perftestPair runs a perftest pair; with -R (cm), again when Debian's
-// perftest 4.5-0.17 client loses the race with its server's listen, at
-// most perftestRejectRuns times, each logged. perftest connects its test
-// QP right after the handshake that follows the control connection, while
-// the server may still be creating its listening ID: the server's CM then
-// rejects with reason 8 (no listener). perftest's own answer, retrying
-// (rdma_cm_client_connection), reuses the IDs, nodes and address info it
-// has just destroyed and freed in that version (fixed upstream later by
-// reallocating the nodes), so that client dies on a signal instead of
-// retrying. Any other failure fails at once.
+// perftestPair runs a perftest pair; with -R (cm), again when the client
+// loses perftest 4.5-0.17's race with its server's listen (package
+// perftestrace), at most perftestRejectRuns times, each logged. Any other
+// failure fails at once.
 func (s *suite) perftestPair(t *testing.T, ctx context.Context, server, client side, cm bool) (so, co *outcome, err error) {
-	for run := 1; ; run++ {
-		so, co, err = s.pair(t, ctx, server, client)
-		if err == nil || !cm || co == nil || !strings.Contains(co.stderr, "RDMA_CM_EVENT_REJECTED; error: 8") || run == perftestRejectRuns {
-			return so, co, err
-		}
-		t.Logf("run %d: the server rejected the test QP's REQ (no listener yet: perftest's handshake race); running the pair again", run)
+	t.Helper()
+	runs := 1
+	if cm {
+		runs = perftestRejectRuns
 	}
+	err = perftestrace.Rerun(t, runs, func() (string, error) {
+		var err error
+		so, co, err = s.pair(t, ctx, server, client)
+		if co == nil {
+			return "", err
+		}
+		return co.stderr, err
+	})
+	return so, co, err
 }
 
 // perftestRejectRuns bounds the runs of a perftest -R pair whose client lost

@@ -15,6 +15,17 @@ import (
 	"github.com/softrdma/softrdma/interop/peer"
 )
 
+// libServerReady is the Ready of a host server over capi's library: the
+// library binds its device before it listens or joins, so a moment's grace
+// follows the port's binding.
+func (s *suite) libServerReady(ctx context.Context) bool {
+	if !s.hostRoCEBound(ctx) {
+		return false
+	}
+	time.Sleep(300 * time.Millisecond)
+	return true
+}
+
 // capiMatrix runs Debian's C tools on the host over capi's
 // libibverbs.so.1 (the device softrdma_TAP, named by SOFTRDMA_DEVICES)
 // against the same tools in the guest on rxe0: the four pingpongs in both

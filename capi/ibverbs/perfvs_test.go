@@ -6,12 +6,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softrdma/softrdma/internal/perftestrace"
 )
 
 // TestPerftestVsSoftrdma runs Debian's eight perftest programs on the
@@ -91,25 +92,21 @@ func TestPerftestVsSoftrdma(t *testing.T) {
 const perftestRejectRuns = 6
 
 // perftestCMPair runs a perftest -R server on 127.0.0.1 and, once its
-// device holds its UDP port, the client. perftest (Debian's 4.5-0.17)
-// connects its test QP right after the handshake over its first
-// connection, while the server may still be creating the listening ID
-// for it: the server's CM rejects with reason 8 (no listener), and the
-// client, retrying over IDs it has just freed, dies on a signal, leaving
-// the server waiting for it. That pair is run again, both sides, at most
-// perftestRejectRuns times, each logged; any other failure fails t.
+// device holds its UDP port, the client; again, both sides, when the
+// client loses perftest 4.5-0.17's race with its server's listen (package
+// perftestrace), at most perftestRejectRuns times, each logged. Any other
+// failure fails t.
 func perftestCMPair(t *testing.T, port int, server, client func(ctx context.Context) *exec.Cmd) (srvOut, cliOut string) {
 	t.Helper()
-	for run := 1; ; run++ {
-		so, co, err := perftestCMRun(port, server, client)
-		if err == nil {
-			return so, co
-		}
-		if !strings.Contains(co, "RDMA_CM_EVENT_REJECTED; error: 8") || run == perftestRejectRuns {
-			t.Fatalf("%v\nclient:\n%s\nserver:\n%s", err, co, so)
-		}
-		t.Logf("run %d: the server rejected the client's REQ (no listener yet: perftest's handshake race); running the pair again", run)
+	err := perftestrace.Rerun(t, perftestRejectRuns, func() (string, error) {
+		var err error
+		srvOut, cliOut, err = perftestCMRun(port, server, client)
+		return cliOut, err
+	})
+	if err != nil {
+		t.Fatalf("%v\nclient:\n%s\nserver:\n%s", err, cliOut, srvOut)
 	}
+	return srvOut, cliOut
 }
 
 // perftestCMRun is one run of perftestCMPair: the server is ended when
@@ -123,14 +120,7 @@ func perftestCMRun(port int, server, client func(ctx context.Context) *exec.Cmd)
 	if err := srv.Start(); err != nil {
 		return "", "", err
 	}
-	for range 200 { // until the server's device is bound
-		c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			break
-		}
-		c.Close()
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitBound(port)
 	out, cerr := client(ctx).CombinedOutput()
 	if cerr != nil {
 		cancel()

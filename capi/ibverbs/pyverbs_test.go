@@ -143,17 +143,3 @@ func TestPyverbs(t *testing.T) {
 		t.Logf("suite output:\n%s", out)
 	}
 }
-
-// TestMW runs testdata/mw.c, linked against the library: memory windows
-// of both types bound, written through, invalidated and refused after.
-func TestMW(t *testing.T) {
-	built(t)
-	bin := gcc(t, "testdata/mw.c", "-L"+libDir, "-l:libibverbs.so.1")
-	port, _ := freePorts(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := command(ctx, "127.0.0.1", port, bin).CombinedOutput()
-	if err != nil || string(out) != "mw: ok\n" {
-		t.Fatalf("%v\n%s", err, out)
-	}
-}

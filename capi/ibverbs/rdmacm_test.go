@@ -20,6 +20,19 @@ import (
 // "Connection refused".
 var cmRetry = regexp.MustCompile(`REJECTED|UNREACHABLE|Unable to init the socket connection|rdma_connect: Connection refused`)
 
+// waitBound waits, 5 s at most, until something (the server's device)
+// holds UDP port on 127.0.0.1.
+func waitBound(port int) {
+	for range 200 {
+		c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
 // cmPair runs an rdma_cm server on 127.0.0.1 and its client: the client
 // starts once the server's device holds its UDP port, and is run again
 // (bounded) while it finds nobody listening yet.
@@ -43,14 +56,7 @@ func cmPair(t *testing.T, port int, server, client func(ctx context.Context) *ex
 		}
 		srvErr <- err
 	}()
-	for range 200 { // until the server's device is bound
-		c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			break
-		}
-		c.Close()
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitBound(port)
 	var out []byte
 	var err error
 	for range 50 {

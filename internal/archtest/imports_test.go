@@ -20,6 +20,8 @@ var layers = map[string]int{
 	// Foundations over the wire format.
 	"wire/mad": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
+	// The perftest -R rerun rule of the capi and interop tests.
+	"internal/perftestrace": 1,
 	// Links.
 	"link/loop": 2, "link/udp": 2, "link/fault": 2, "link/pcap": 2, "link/linktest": 2,
 	// An InfiniBand port (LRH, VCRC, the HCA port's checks) over a cable or a fabric.

@@ -5,70 +5,12 @@
 // a SEND with inline data, an RDMA WRITE, a completion event on a
 // channel's fd through poll(2), a bad work request, and the errno of what
 // is not supported. It prints what failed and exits 1, or "abi: ok".
-#include <errno.h>
 #include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <arpa/inet.h>
-#include <infiniband/verbs.h>
+#include "common.h"
 
-static int failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (!(cond)) {                                                                 \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-			printf(__VA_ARGS__);                                                   \
-			printf(" (errno %d %s)\n", errno, strerror(errno));                   \
-			failed = 1;                                                            \
-		}                                                                              \
-	} while (0)
-#define MUST(cond, ...)                                                                        \
-	do {                                                                                   \
-		CHECK(cond, __VA_ARGS__);                                                      \
-		if (failed)                                                                    \
-			exit(1);                                                               \
-	} while (0)
-
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (long i = 0; i < 50000000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n;
-	}
-	return 0;
-}
-
-static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 7;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, "RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 7;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					   IBV_QP_MAX_QP_RD_ATOMIC) == 0, "RTS");
-}
+// RC_ACCESS is what the connected QPs let each other do.
+#define RC_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE)
 
 int main(void)
 {
@@ -140,8 +82,8 @@ int main(void)
 	MUST(a && b && a->qp_num && a->qp_num != b->qp_num && ia.cap.max_inline_data >= 64, "ibv_create_qp");
 	CHECK(a->state == IBV_QPS_RESET && a->context == ctx && a->pd == pd, "QP fields");
 	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "GID");
-	to_rts(a, b->qp_num, &gid);
-	to_rts(b, a->qp_num, &gid);
+	to_rts(a, b->qp_num, &gid, RC_ACCESS, 1, 7);
+	to_rts(b, a->qp_num, &gid, RC_ACCESS, 1, 7);
 	CHECK(a->state == IBV_QPS_RTS, "state after modify: %d", a->state);
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qia;

@@ -5,58 +5,12 @@
 // signaled RDMA WRITEs overrun a CQ too small for them (CQ error, naming
 // that CQ, then QP fatal, naming A), and B moved to the error state
 // reports its last WQE (naming B). It prints what failed and exits 1, or "async: ok".
-#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <infiniband/verbs.h>
+#include "common.h"
 
-static int failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (!(cond)) {                                                                 \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-			printf(__VA_ARGS__);                                                   \
-			printf(" (errno %d %s)\n", errno, strerror(errno));                   \
-			failed = 1;                                                            \
-		}                                                                              \
-	} while (0)
-#define MUST(cond, ...)                                                                        \
-	do {                                                                                   \
-		CHECK(cond, __VA_ARGS__);                                                      \
-		if (failed)                                                                    \
-			exit(1);                                                               \
-	} while (0)
-
-static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, "RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					   IBV_QP_MAX_QP_RD_ATOMIC) == 0, "RTS");
-}
+// RC_ACCESS is what the connected QPs let each other do.
+#define RC_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE)
 
 // wait_event waits up to 5 s for async_fd to be readable and returns the
 // event, which the caller acknowledges.
@@ -74,12 +28,7 @@ static int wait_event(struct ibv_context *ctx, struct ibv_async_event *ev)
 
 int main(void)
 {
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	MUST(list && n == 1, "ibv_get_device_list: %d devices", n);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	MUST(ctx, "ibv_open_device");
-	ibv_free_device_list(list);
+	struct ibv_context *ctx = open_device();
 
 	// Nothing yet: a non-blocking read says EAGAIN, poll times out.
 	int fl = fcntl(ctx->async_fd, F_GETFL);
@@ -110,8 +59,8 @@ int main(void)
 	qa.srq = srq;
 	struct ibv_qp *b = ibv_create_qp(pd, &qa);
 	MUST(a && b, "ibv_create_qp");
-	to_rts(a, b->qp_num, &gid);
-	to_rts(b, a->qp_num, &gid);
+	to_rts(a, b->qp_num, &gid, RC_ACCESS, 1, 0);
+	to_rts(b, a->qp_num, &gid, RC_ACCESS, 1, 0);
 
 	// SRQ limit: four receives, the limit armed at four, one SEND.
 	for (int i = 0; i < 4; i++) {
@@ -127,10 +76,7 @@ int main(void)
 					 .send_flags = IBV_SEND_SIGNALED}, *bad;
 		MUST(ibv_post_send(a, &wr, &bad) == 0, "SEND");
 		struct ibv_wc wc;
-		int got = 0;
-		for (long i = 0; i < 50000000 && !got; i++)
-			got = ibv_poll_cq(small, 1, &wc);
-		MUST(got == 1 && wc.status == IBV_WC_SUCCESS, "the SEND's completion");
+		MUST(poll_one(small, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "the SEND's completion");
 	}
 	if (wait_event(ctx, &ev) == 0) {
 		CHECK(ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED, "event %s, want SRQ limit reached",

@@ -8,58 +8,11 @@
 // and the ibv_wc_read_* functions, with completion timestamps. It checks
 // the data moved, wr_abort, and the errno of what is not supported, and
 // prints what failed and exits 1, or "ex: ok".
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <arpa/inet.h>
-#include <infiniband/verbs.h>
+#include "common.h"
 
-static int failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (!(cond)) {                                                                 \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-			printf(__VA_ARGS__);                                                   \
-			printf(" (errno %d %s)\n", errno, strerror(errno));                   \
-			failed = 1;                                                            \
-		}                                                                              \
-	} while (0)
-#define MUST(cond, ...)                                                                        \
-	do {                                                                                   \
-		CHECK(cond, __VA_ARGS__);                                                      \
-		if (failed)                                                                    \
-			exit(1);                                                               \
-	} while (0)
-
-static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE};
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, "RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					   IBV_QP_MAX_QP_RD_ATOMIC) == 0, "RTS");
-}
+// RC_ACCESS is what the connected QPs let each other do.
+#define RC_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE)
 
 // struct done is one completion as the read functions give it.
 struct done {
@@ -102,12 +55,7 @@ static int poll_n(struct ibv_cq_ex *cq, struct done *d, int n)
 
 int main(void)
 {
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	MUST(list && n == 1, "ibv_get_device_list: %d devices", n);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	MUST(ctx, "ibv_open_device");
-	ibv_free_device_list(list);
+	struct ibv_context *ctx = open_device();
 
 	struct ibv_device_attr_ex dx;
 	MUST(ibv_query_device_ex(ctx, NULL, &dx) == 0, "ibv_query_device_ex");
@@ -161,8 +109,8 @@ int main(void)
 	MUST(p, "ibv_create_qp");
 	CHECK(ibv_qp_to_qp_ex(p) == NULL, "ibv_qp_to_qp_ex of a QP made without send ops");
 	ibv_destroy_qp(p);
-	to_rts(a, b->qp_num, &gid);
-	to_rts(b, a->qp_num, &gid);
+	to_rts(a, b->qp_num, &gid, RC_ACCESS, 4, 0);
+	to_rts(b, a->qp_num, &gid, RC_ACCESS, 4, 0);
 
 	// B receives the SEND and the WRITE's immediate.
 	for (int i = 0; i < 2; i++) {

@@ -7,67 +7,10 @@
 // past a window's end (remote access error), and the region's own R_Key
 // and a window's old R_Key stop nothing but themselves. It prints what
 // failed and exits 1, or "mw: ok".
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <infiniband/verbs.h>
+#include "common.h"
 
-static int failed;
-
-#define CHECK(cond, ...)                                                                       \
-	do {                                                                                   \
-		if (!(cond)) {                                                                 \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-			printf(__VA_ARGS__);                                                   \
-			printf(" (errno %d %s)\n", errno, strerror(errno));                   \
-			failed = 1;                                                            \
-		}                                                                              \
-	} while (0)
-#define MUST(cond, ...)                                                                        \
-	do {                                                                                   \
-		CHECK(cond, __VA_ARGS__);                                                      \
-		if (failed)                                                                    \
-			exit(1);                                                               \
-	} while (0)
-
-static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE};
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0, "RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	MUST(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					   IBV_QP_MAX_QP_RD_ATOMIC) == 0, "RTS");
-}
-
-static int poll1(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (long i = 0; i < 20000000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n;
-	}
-	return 0;
-}
+// RC_ACCESS is what the connected QPs let each other do.
+#define RC_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE)
 
 // write_via has B write 8 bytes at addr with rkey and returns the status.
 static enum ibv_wc_status write_via(struct ibv_qp *b, struct ibv_cq *cq, struct ibv_mr *mr, char *src, uint64_t addr,
@@ -80,7 +23,7 @@ static enum ibv_wc_status write_via(struct ibv_qp *b, struct ibv_cq *cq, struct 
 	wr.wr.rdma.rkey = rkey;
 	MUST(ibv_post_send(b, &wr, &bad) == 0, "B's WRITE");
 	struct ibv_wc wc;
-	MUST(poll1(cq, &wc) == 1 && wc.wr_id == 7, "B's WRITE completion");
+	MUST(poll_one(cq, &wc) == 1 && wc.wr_id == 7, "B's WRITE completion");
 	return wc.status;
 }
 
@@ -90,18 +33,13 @@ static void reconnect(struct ibv_qp *b, struct ibv_qp *a, union ibv_gid *gid)
 {
 	struct ibv_qp_attr r = {.qp_state = IBV_QPS_RESET};
 	MUST(ibv_modify_qp(a, &r, IBV_QP_STATE) == 0 && ibv_modify_qp(b, &r, IBV_QP_STATE) == 0, "to RESET");
-	to_rts(a, b->qp_num, gid);
-	to_rts(b, a->qp_num, gid);
+	to_rts(a, b->qp_num, gid, RC_ACCESS, 4, 0);
+	to_rts(b, a->qp_num, gid, RC_ACCESS, 4, 0);
 }
 
 int main(void)
 {
-	int n = -1;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	MUST(list && n == 1, "ibv_get_device_list: %d devices", n);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	MUST(ctx, "ibv_open_device");
-	ibv_free_device_list(list);
+	struct ibv_context *ctx = open_device();
 	struct ibv_device_attr da;
 	MUST(ibv_query_device(ctx, &da) == 0, "ibv_query_device");
 	CHECK((da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) && da.max_mw > 0, "memory windows: caps %x max_mw %d",
@@ -127,8 +65,8 @@ int main(void)
 	qa.send_cq = qa.recv_cq = bcq;
 	struct ibv_qp *b = ibv_create_qp_ex(ctx, &qa);
 	MUST(a && b, "ibv_create_qp_ex");
-	to_rts(a, b->qp_num, &gid);
-	to_rts(b, a->qp_num, &gid);
+	to_rts(a, b->qp_num, &gid, RC_ACCESS, 4, 0);
+	to_rts(b, a->qp_num, &gid, RC_ACCESS, 4, 0);
 	strcpy(mem + 4096, "window!");
 
 	// Type 1: the bind call, signaled.
@@ -142,7 +80,7 @@ int main(void)
 	CHECK(w1->rkey != old && (w1->rkey & ~0xffu) == (old & ~0xffu), "the window's R_Key %x after the bind (was %x)",
 	      w1->rkey, old);
 	struct ibv_wc wc;
-	MUST(poll1(acq, &wc) == 1, "the bind's completion");
+	MUST(poll_one(acq, &wc) == 1, "the bind's completion");
 	CHECK(wc.wr_id == 11 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "bind: id %llu status %d op %d",
 	      (unsigned long long)wc.wr_id, wc.status, wc.opcode);
 	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 1024, w1->rkey) == IBV_WC_SUCCESS, "a WRITE through the window");
@@ -166,7 +104,7 @@ int main(void)
 	bw.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr, .addr = (uintptr_t)mem + 2048, .length = 64,
 							 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
 	MUST(ibv_post_send(a, &bw, &badw) == 0, "BIND_MW");
-	MUST(poll1(acq, &wc) == 1, "BIND_MW's completion");
+	MUST(poll_one(acq, &wc) == 1, "BIND_MW's completion");
 	CHECK(wc.wr_id == 12 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "BIND_MW: status %d op %d",
 	      wc.status, wc.opcode);
 	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 2048, k2) == IBV_WC_SUCCESS, "a WRITE through the type 2 window");
@@ -177,7 +115,7 @@ int main(void)
 	MUST(ax, "ibv_qp_to_qp_ex");
 	struct ibv_send_wr inv = {.wr_id = 13, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED};
 	inv.invalidate_rkey = k2;
-	MUST(ibv_post_send(a, &inv, &badw) == 0 && poll1(acq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "LOCAL_INV: status %d",
+	MUST(ibv_post_send(a, &inv, &badw) == 0 && poll_one(acq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "LOCAL_INV: status %d",
 	     wc.status);
 	uint32_t k3 = ibv_inc_rkey(k2);
 	struct ibv_mw_bind_info info = {.mr = mr, .addr = (uintptr_t)mem + 3072, .length = 64,
@@ -187,7 +125,7 @@ int main(void)
 	ax->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_bind_mw(ax, w2, k3, &info);
 	MUST(ibv_wr_complete(ax) == 0, "ibv_wr_bind_mw");
-	MUST(poll1(acq, &wc) == 1, "ibv_wr_bind_mw's completion");
+	MUST(poll_one(acq, &wc) == 1, "ibv_wr_bind_mw's completion");
 	CHECK(wc.wr_id == 14 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "wr_bind_mw: status %d op %d",
 	      wc.status, wc.opcode);
 	CHECK(write_via(b, bcq, mr, mem + 4096, (uintptr_t)mem + 3072, k3) == IBV_WC_SUCCESS, "a WRITE after ibv_wr_bind_mw");

@@ -449,6 +449,16 @@ func (s *side) sizes() []int {
 	return out
 }
 
+// steps calls each step in turn until one fails, and returns its error.
+func steps(fns ...func() error) error {
+	for _, f := range fns {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sequence runs the exchange and the test in the order of the perftest
 // program for the test and role.
 func (s *side) sequence(ctx context.Context) error {
@@ -458,16 +468,7 @@ func (s *side) sequence(ctx context.Context) error {
 	sync0 := func() error { return s.conn.Sync(&s.my[0]) }
 	switch {
 	case t.BW && t.Verb != Send: // write_bw, read_bw, atomic_bw
-		if err := s.exchangeKeys(); err != nil {
-			return err
-		}
-		if err := s.connect(); err != nil {
-			return err
-		}
-		if err := s.printKeys(); err != nil {
-			return err
-		}
-		if err := sync0(); err != nil {
+		if err := steps(s.exchangeKeys, s.connect, s.printKeys, sync0); err != nil {
 			return err
 		}
 		fmt.Fprint(out, ResultLine+c.bwHeader())
@@ -509,16 +510,7 @@ func (s *side) sequence(ctx context.Context) error {
 		return s.conn.Finish(&s.my[0])
 
 	case t.BW: // send_bw
-		if err := s.exchangeKeys(); err != nil {
-			return err
-		}
-		if err := s.connect(); err != nil {
-			return err
-		}
-		if err := sync0(); err != nil {
-			return err
-		}
-		if err := s.printKeys(); err != nil {
+		if err := steps(s.exchangeKeys, s.connect, sync0, s.printKeys); err != nil {
 			return err
 		}
 		fmt.Fprint(out, ResultLine+c.bwHeader())
@@ -553,16 +545,7 @@ func (s *side) sequence(ctx context.Context) error {
 		return s.conn.Finish(&s.my[0])
 
 	case t.Verb == Send: // send_lat
-		if err := s.exchangeKeys(); err != nil {
-			return err
-		}
-		if err := s.connect(); err != nil {
-			return err
-		}
-		if err := sync0(); err != nil {
-			return err
-		}
-		if err := s.printKeys(); err != nil {
+		if err := steps(s.exchangeKeys, s.connect, sync0, s.printKeys); err != nil {
 			return err
 		}
 		s.printLatHeader()
@@ -584,19 +567,7 @@ func (s *side) sequence(ctx context.Context) error {
 		return s.conn.Finish(&s.my[0])
 
 	default: // write_lat, read_lat, atomic_lat
-		if err := sync0(); err != nil {
-			return err
-		}
-		if err := s.exchangeKeys(); err != nil {
-			return err
-		}
-		if err := s.connect(); err != nil {
-			return err
-		}
-		if err := s.printKeys(); err != nil {
-			return err
-		}
-		if err := sync0(); err != nil {
+		if err := steps(sync0, s.exchangeKeys, s.connect, s.printKeys, sync0); err != nil {
 			return err
 		}
 		if t.Verb == Write {
