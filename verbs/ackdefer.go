@@ -62,20 +62,7 @@ func (qp *QP) ackLaterOrNowLocked() {
 	if !qp.resp.ackPending {
 		return
 	}
-	if len(qp.resp.queue) > 0 {
-		qp.sendPendingAckLocked()
-		return
-	}
-	now := qp.now()
-	qp.lastAckAt = now
-	if qp.answers { // ackanswer.go
-		if qp.ackHeld || qp.holdForAnswerLocked(now) {
-			return
-		}
-		qp.sendPendingAckLocked()
-		return
-	}
-	if qp.dev.acks.polling.Load() == 0 {
+	if qp.dev.acks.polling.Load() == 0 || len(qp.resp.queue) > 0 {
 		qp.sendPendingAckLocked()
 		return
 	}
@@ -98,10 +85,6 @@ func (qp *QP) releaseAckLocked() {
 		return
 	}
 	qp.ackHeld = false
-	if qp.ackTimed {
-		qp.ackTimed = false
-		answerHolds.done()
-	}
 	switch qp.state {
 	case StateRTR, StateRTS, StateSQD, StateSQE:
 		if !qp.dead {

@@ -374,8 +374,7 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
-	sendHeldAcks()             // ackdefer.go
-	answerHolds.closeDevice(d) // ackanswer.go
+	sendHeldAcks() // ackdefer.go
 	d.mu.Lock()
 	qps := make([]*QP, 0, len(d.qps))
 	for _, qp := range d.qps {
@@ -393,7 +392,6 @@ func (d *Device) Close() error {
 	}
 	err := d.link.Close()
 	d.pacer.stop()
-	answerHolds.forget(d)
 	return err
 }
 
@@ -510,7 +508,6 @@ func (d *Device) linkState(up bool) {
 // channel's or an event's handler running inside the device.
 func (d *Device) Poll() int {
 	flushAcks()
-	answerHolds.poll()
 	return d.pollHolding()
 }
 
