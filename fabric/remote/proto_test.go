@@ -74,7 +74,7 @@ func TestAttachRoundTrip(t *testing.T) {
 	b, _ := attachReq{"Hca1", 1}.encode()
 	for i, mutate := range []func([]byte){
 		func(b []byte) { b[0] = 'X' }, // magic
-		func(b []byte) { b[4] = 2 },   // version
+		func(b []byte) { b[4] = 1 },   // version 1 (no credits)
 		func(b []byte) { b[5] = 0 },   // port
 	} {
 		c := bytes.Clone(b)
