@@ -146,8 +146,9 @@ type PortStats struct {
 	AttrUpdate uint64 // attribute updates received
 }
 
-// maxQueued is how many bytes of frames Send lets wait for the writer
-// before it waits itself (unless called from the receive function).
+// maxQueued is how many bytes of frames Send lets wait for the writer,
+// and how many of one data VL it lets wait for credits, before it waits
+// itself (unless called from the receive function).
 const maxQueued = 256 << 10
 
 // Port is an HCA port of a fabric in another process, attached with Dial.
@@ -155,13 +156,17 @@ const maxQueued = 256 << 10
 // to DOWN (NotifyAttr's function is called) and Send fails with an error
 // wrapping ErrDisconnected.
 //
-// Frames go out through one writer goroutine. Send queues its packets and
-// waits while more than maxQueued bytes are queued, which is how the
-// fabric's backpressure reaches the caller; called from the port's receive
-// function it never waits (a device answering what it receives must not
-// stop its port's reader: two devices streaming at each other would
-// deadlock once every buffer between them is full), as the fabric's own
-// ports do.
+// Frames go out through one writer goroutine. A packet on a data VL goes
+// to the writer only with a credit for its VL from the server (one per
+// packet the server has room for); without one it waits in the VL's own
+// queue, so a VL the fabric holds back does not hold the others, and
+// VL15 bypasses credits. Send waits while more than maxQueued bytes wait
+// for credits on a VL it sent on, or for the writer, which is how the
+// fabric's backpressure reaches the caller; called from the port's
+// receive function it never waits (a device answering what it receives
+// must not stop its port's reader: two devices streaming at each other
+// would deadlock once every buffer between them is full), as the fabric's
+// own ports do.
 type Port struct {
 	conn net.Conn
 	br   *bufio.Reader
@@ -181,6 +186,13 @@ type Port struct {
 	started       bool
 	closed        bool
 	detachPending bool // Close queued a detach: close detachWritten once it is out
+	// Per data VL: the credits the server has granted and not used, and
+	// the frames waiting for one (pend[v][pendHead[v]:], pendBytes[v]
+	// bytes).
+	credits   [dataVLs]int
+	pend      [dataVLs][][]byte
+	pendHead  [dataVLs]int
+	pendBytes [dataVLs]int
 
 	lost          atomic.Bool
 	wake          chan struct{} // cap 1: the writer has work
@@ -240,21 +252,26 @@ func (p *Port) Start(recv func(pkts [][]byte)) error {
 }
 
 // Send queues whole IB packets for the fabric (it copies them: the caller
-// may reuse the slices when Send returns) and waits while the queue holds
-// more than maxQueued bytes: the fabric's credits push back through the
-// connection to here. Called from the receive function it does not wait.
-// Packets too short or too long for an IB packet are dropped and counted.
+// may reuse the slices when Send returns): each data-VL packet goes to
+// the writer if its VL has a credit, else it waits for one in the VL's
+// queue. Send then waits while a VL it sent on has more than maxQueued
+// bytes waiting for credits, or the writer as much: the fabric's credits
+// push back through the connection to here, VL by VL. Called from the
+// receive function it does not wait. Packets too short or too long for an
+// IB packet are dropped and counted.
 func (p *Port) Send(pkts [][]byte) error {
-	var b []byte
-	n := 0
+	size, n := 0, 0
 	for _, pkt := range pkts {
 		if len(pkt) < 10 || len(pkt) > maxPacket {
 			p.sendBad.Add(1)
 			continue
 		}
-		b = appendFrame(b, framePacket, pkt)
+		size += 5 + len(pkt)
 		n++
 	}
+	// One buffer for the batch: frames that go to the writer one after
+	// the other go as one slice of it.
+	b := make([]byte, 0, size)
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
 	if err := p.stateErr(); err != nil {
@@ -263,12 +280,79 @@ func (p *Port) Send(pkts [][]byte) error {
 	if n == 0 {
 		return nil
 	}
-	p.enqueue(b)
+	run := 0        // start of the frames in b not yet handed on
+	var held uint32 // VLs this call queued frames on to wait for credits
+	for _, pkt := range pkts {
+		if len(pkt) < 10 || len(pkt) > maxPacket {
+			continue
+		}
+		start := len(b)
+		b = appendFrame(b, framePacket, pkt)
+		v := packetVL(pkt)
+		if v >= dataVLs {
+			continue // VL15: no credits
+		}
+		if p.credits[v] > 0 && p.pendHead[v] == len(p.pend[v]) {
+			p.credits[v]--
+			continue
+		}
+		if run < start {
+			p.enqueue(b[run:start:start])
+		}
+		run = len(b)
+		p.pend[v] = append(p.pend[v], b[start:run:run])
+		p.pendBytes[v] += run - start
+		held |= 1 << v
+	}
+	if run < len(b) {
+		p.enqueue(b[run:])
+	}
 	p.sent.Add(uint64(n))
-	for p.queued > maxQueued && !p.inRecv.Load() && p.stateErr() == nil {
+	for (p.queued > maxQueued || p.overHeld(held)) && !p.inRecv.Load() && p.stateErr() == nil {
 		p.qcond.Wait()
 	}
 	return p.stateErr()
+}
+
+// overHeld reports whether one of the VLs in mask has more than maxQueued
+// bytes waiting for credits (under qmu).
+func (p *Port) overHeld(mask uint32) bool {
+	for v := 0; mask != 0; v, mask = v+1, mask>>1 {
+		if mask&1 != 0 && p.pendBytes[v] > maxQueued {
+			return true
+		}
+	}
+	return false
+}
+
+// grant adds the credits of a credit frame and hands the writer the
+// frames they let go.
+func (p *Port) grant(c *[dataVLs]uint16) {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	moved := false
+	for v, k := range c {
+		if k == 0 {
+			continue
+		}
+		p.credits[v] += int(k)
+		q := p.pend[v]
+		for p.credits[v] > 0 && p.pendHead[v] < len(q) {
+			f := q[p.pendHead[v]]
+			q[p.pendHead[v]] = nil
+			p.pendHead[v]++
+			p.pendBytes[v] -= len(f)
+			p.credits[v]--
+			p.enqueue(f)
+			moved = true
+		}
+		if p.pendHead[v] == len(q) {
+			p.pend[v], p.pendHead[v] = q[:0], 0
+		}
+	}
+	if moved {
+		p.qcond.Broadcast()
+	}
 }
 
 // stateErr is the error Send returns in the port's state (under qmu).
@@ -379,6 +463,13 @@ func (p *Port) reader() {
 				}
 				p.attrUpdates.Add(1)
 				p.setAttr(&a)
+			case frameCredit:
+				c, e := parseCredits(body)
+				if e != nil {
+					p.badFrames.Add(1)
+					continue
+				}
+				p.grant(&c)
 			case frameKeepAlive:
 			default:
 				p.badFrames.Add(1)

@@ -11,6 +11,14 @@
 //	packet    both ways         one whole IB packet, LRH through VCRC
 //	keepalive both ways         nothing: sent every KeepAlive by each side
 //	detach    client -> server  the client closes its port on purpose
+//	credit    server -> client  per data VL, packets the client may send more (VL, count) pairs
+//
+// Packets on the data VLs (0..14) are flow controlled per VL, as on an IB
+// link: the server grants each VL laneCredits packets right after the
+// attached frame and returns a credit for each packet it has handed to
+// the fabric; a client sends a data-VL packet only with a credit for its
+// VL. VL15 bypasses credits. So the server's reader never waits for one
+// VL, and a VL the fabric holds back stops only that VL at the client.
 
 package remote
 
@@ -32,11 +40,14 @@ const (
 	framePacket    = 5
 	frameKeepAlive = 6
 	frameDetach    = 7
+	frameCredit    = 8
 )
 
 const (
-	protoMagic   = "SRIB"
-	protoVersion = 1
+	protoMagic = "SRIB"
+	// protoVersion 2 added per-VL credits (version 1 had none: one VL
+	// waiting stopped the stream).
+	protoVersion = 2
 	// maxNodeName bounds the node name an attach frame carries (a
 	// topology's node names are short; ibnetdiscover's descriptions are
 	// at most 64 bytes).
@@ -52,6 +63,22 @@ const (
 	attrFixedLen = 46
 	// maxPKeys bounds the P_Key table an attr frame carries.
 	maxPKeys = (maxFrameLen - 1 - attrFixedLen) / 2
+)
+
+// Flow control of the data VLs.
+const (
+	// dataVLs is the number of data VLs a stream carries (VL0-VL14).
+	dataVLs = 15
+	// laneCredits is how many packets of one data VL the server holds
+	// between its reader and the fabric: the credits a client starts
+	// with on each data VL.
+	laneCredits = 64
+	// creditReturn is how many credits of a VL the server collects
+	// before it sends them back on their own; a frame it sends anyway
+	// carries whatever is collected.
+	creditReturn = laneCredits / 4
+	// creditEntryLen is one (VL, count) pair of a credit frame.
+	creditEntryLen = 3
 )
 
 // Refusal codes of a refused frame.
@@ -215,6 +242,37 @@ func parseRefusal(b []byte) (refusal, error) {
 	}
 	return refusal{Code: b[0], Msg: string(b[1:])}, nil
 }
+
+// appendCredits appends a credit body: a (VL, count) pair for each data
+// VL with a nonzero count in c.
+func appendCredits(dst []byte, c *[dataVLs]uint16) []byte {
+	for v, n := range c {
+		if n != 0 {
+			dst = append(dst, byte(v), byte(n>>8), byte(n))
+		}
+	}
+	return dst
+}
+
+// parseCredits decodes a credit body: pairs of a data VL and a nonzero
+// count, each VL at most once.
+func parseCredits(b []byte) (c [dataVLs]uint16, err error) {
+	if len(b) == 0 || len(b)%creditEntryLen != 0 {
+		return c, fmt.Errorf("%w: credits of %d bytes", ErrBadFrame, len(b))
+	}
+	for ; len(b) > 0; b = b[creditEntryLen:] {
+		v, n := b[0], binary.BigEndian.Uint16(b[1:])
+		if v >= dataVLs || n == 0 || c[v] != 0 {
+			return [dataVLs]uint16{}, fmt.Errorf("%w: %d credits for VL %d", ErrBadFrame, n, v)
+		}
+		c[v] = n
+	}
+	return c, nil
+}
+
+// packetVL returns the VL of a packet frame's body (its LRH's first
+// nibble).
+func packetVL(b []byte) uint8 { return b[0] >> 4 }
 
 // checkPacket checks a packet frame's body: the smallest IB packet is an
 // LRH and a VCRC.

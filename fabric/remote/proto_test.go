@@ -74,7 +74,7 @@ func TestAttachRoundTrip(t *testing.T) {
 	b, _ := attachReq{"Hca1", 1}.encode()
 	for i, mutate := range []func([]byte){
 		func(b []byte) { b[0] = 'X' }, // magic
-		func(b []byte) { b[4] = 2 },   // version
+		func(b []byte) { b[4] = 1 },   // version 1 (no credits)
 		func(b []byte) { b[5] = 0 },   // port
 	} {
 		c := bytes.Clone(b)
@@ -96,6 +96,41 @@ func TestRefusalRoundTrip(t *testing.T) {
 	}
 	if _, err := parseRefusal([]byte{0}); !errors.Is(err, ErrBadFrame) {
 		t.Errorf("code 0: %v", err)
+	}
+}
+
+func TestCreditsRoundTrip(t *testing.T) {
+	var c [dataVLs]uint16
+	c[0], c[3], c[14] = laneCredits, 1, 0xFFFF
+	b := appendCredits(nil, &c)
+	if len(b) != 3*creditEntryLen {
+		t.Fatalf("encoded %d bytes", len(b))
+	}
+	got, err := parseCredits(b)
+	if err != nil || got != c {
+		t.Fatalf("round trip: %v, %v", got, err)
+	}
+	if got, err := parseCredits(initialCredits); err != nil || got[0] != laneCredits || got[dataVLs-1] != laneCredits {
+		t.Errorf("initial credits: %v, %v", got, err)
+	}
+	// A cut that is not a whole number of entries, or none, is malformed.
+	for n := range len(b) {
+		if n%creditEntryLen == 0 && n > 0 {
+			continue
+		}
+		if _, err := parseCredits(b[:n]); !errors.Is(err, ErrBadFrame) {
+			t.Errorf("credits cut to %d: %v", n, err)
+		}
+	}
+	for _, bad := range [][]byte{
+		{15, 0, 1},         // VL15 has no credits
+		{2, 0, 0},          // a zero count
+		{1, 0, 1, 1, 0, 2}, // a VL twice
+		{0xF0, 0x12, 0x34}, // VL out of range
+	} {
+		if _, err := parseCredits(bad); !errors.Is(err, ErrBadFrame) {
+			t.Errorf("credits %x: %v", bad, err)
+		}
 	}
 }
 
@@ -142,6 +177,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add(appendFrame(nil, frameAttach, att))
 	f.Add(appendFrame(nil, frameRefused, refusal{Code: 2, Msg: "no"}.encode()))
 	f.Add(appendFrame(appendFrame(nil, framePacket, make([]byte, 30)), frameKeepAlive, nil))
+	f.Add(appendFrame(nil, frameCredit, initialCredits))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		var buf []byte
@@ -172,6 +208,13 @@ func FuzzFrames(f *testing.F) {
 			case frameRefused:
 				if rf, err := parseRefusal(body); err == nil && len(body) <= 1025 && !bytes.Equal(rf.encode(), body) {
 					t.Fatalf("refusal does not re-encode")
+				}
+			case frameCredit:
+				if c, err := parseCredits(body); err == nil {
+					// Entries re-encode in VL order.
+					if e := appendCredits(nil, &c); len(e) != len(body) {
+						t.Fatalf("credits re-encode to %d bytes, from %d", len(e), len(body))
+					}
 				}
 			case framePacket:
 				_ = checkPacket(body)

@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,7 @@ type ServerStats struct {
 	PktsIn    uint64 // packets received from clients and handed to the fabric
 	PktsOut   uint64 // packets the fabric delivered that were sent to clients
 	BadFrames uint64 // frames dropped as malformed or unexpected
+	Overruns  uint64 // data-VL packets a client sent beyond its credits, dropped
 }
 
 // Server serves a fabric's HCA ports to remote clients: each connection
@@ -90,7 +92,7 @@ type Server struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	attached, refused, detached, died, pktsIn, pktsOut, badFrames atomic.Uint64
+	attached, refused, detached, died, pktsIn, pktsOut, badFrames, overruns atomic.Uint64
 }
 
 type portKey struct {
@@ -166,7 +168,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			c.Close()
 			continue
 		}
-		ss := &session{s: s, conn: c, done: make(chan struct{}), attrCh: make(chan struct{}, 1)}
+		ss := &session{s: s, conn: c, done: make(chan struct{}), inDone: make(chan struct{}),
+			attrCh: make(chan struct{}, 1)}
+		ss.credits.ready = make(chan struct{}, 1)
 		s.sessions[ss] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -203,7 +207,7 @@ func (s *Server) Stats() ServerStats {
 	return ServerStats{
 		Attached: s.attached.Load(), Refused: s.refused.Load(), Detached: s.detached.Load(),
 		Died: s.died.Load(), PktsIn: s.pktsIn.Load(), PktsOut: s.pktsOut.Load(),
-		BadFrames: s.badFrames.Load(),
+		BadFrames: s.badFrames.Load(), Overruns: s.overruns.Load(),
 	}
 }
 
@@ -243,6 +247,14 @@ type session struct {
 	done   chan struct{}
 	attrCh chan struct{}
 	live   bool // attached: writes have no deadline (under wmu)
+
+	// Per-VL flow control (lane.go): the reader puts each data-VL packet
+	// in its VL's lane and never waits; the lanes' goroutines (lw) feed
+	// the fabric and free credits, which go back to the client.
+	lanes   [dataVLs]*lane // made by the reader on a VL's first packet
+	lw      sync.WaitGroup
+	inDone  chan struct{} // closed when the reader has ended: lanes drain and end
+	credits sessionCredits
 }
 
 // abort ends the session from outside its reader: the connection is
@@ -383,7 +395,12 @@ func (ss *session) attach(req attachReq) bool {
 	})
 	a := h.Attr()
 	s.attached.Add(1)
-	if err := ss.writeFrame(frameAttached, appendAttr(nil, &a)); err != nil {
+	// The client's first credits go with the attached frame.
+	ss.wmu.Lock()
+	ss.wbuf = appendFrame(appendFrame(ss.wbuf[:0], frameAttached, appendAttr(nil, &a)), frameCredit, initialCredits)
+	err = ss.write(ss.wbuf)
+	ss.wmu.Unlock()
+	if err != nil {
 		h.Close()
 		return false
 	}
@@ -391,9 +408,10 @@ func (ss *session) attach(req attachReq) bool {
 	return true
 }
 
-// deliver sends packets the fabric delivered at the port to the client.
-// It runs on the fabric's goroutine for the port and blocks while the
-// connection does: backpressure into the fabric's credits.
+// deliver sends packets the fabric delivered at the port to the client,
+// and the credits collected so far with them. It runs on the fabric's
+// goroutine for the port and blocks while the connection does:
+// backpressure into the fabric's credits.
 func (ss *session) deliver(pkts [][]byte) {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
@@ -401,14 +419,16 @@ func (ss *session) deliver(pkts [][]byte) {
 	for _, p := range pkts {
 		b = appendFrame(b, framePacket, p)
 	}
+	b = ss.appendCreditFrame(b)
 	ss.wbuf = b
 	if ss.write(b) == nil {
 		ss.s.pktsOut.Add(uint64(len(pkts)))
 	}
 }
 
-// keepAlive sends a keep-alive frame every interval and the port's
-// attributes after each change, until the session ends.
+// keepAlive sends a keep-alive frame every interval, the port's
+// attributes after each change, and credits once a VL has collected
+// creditReturn of them, until the session ends.
 func (ss *session) keepAlive() {
 	t := time.NewTicker(ss.s.cfg.KeepAlive)
 	defer t.Stop()
@@ -418,6 +438,18 @@ func (ss *session) keepAlive() {
 			return
 		case <-t.C:
 			if ss.writeFrame(frameKeepAlive, nil) != nil {
+				ss.abort()
+				return
+			}
+		case <-ss.credits.ready:
+			ss.wmu.Lock()
+			ss.wbuf = ss.appendCreditFrame(ss.wbuf[:0])
+			var err error
+			if len(ss.wbuf) > 0 {
+				err = ss.write(ss.wbuf)
+			}
+			ss.wmu.Unlock()
+			if err != nil {
 				ss.abort()
 				return
 			}
@@ -431,9 +463,12 @@ func (ss *session) keepAlive() {
 	}
 }
 
-// serve runs an attached session: packets from the client go to the
-// fabric in batches; it ends on a detach frame, a broken or silent
-// connection, or the server's Close.
+// serve runs an attached session: it reads the client's frames, puts
+// each data-VL packet in its VL's lane (which feeds the fabric) and hands
+// VL15 packets to the fabric itself, in batches; it ends on a detach
+// frame, a broken or silent connection, or the server's Close. It never
+// waits for the fabric: a client with credits for a packet has a slot
+// for it in the lane.
 func (ss *session) serve(br *bufio.Reader) {
 	s := ss.s
 	ss.wmu.Lock()
@@ -448,23 +483,53 @@ func (ss *session) serve(br *bufio.Reader) {
 	kw.Add(1)
 	go func() { defer kw.Done(); ss.keepAlive() }()
 
-	bufs := make([][]byte, rxBatch)
-	batch := make([][]byte, 0, rxBatch)
+	bufs := make([][]byte, rxBatch) // VL15 packets and other frames
+	mgmt := make([][]byte, 0, rxBatch)
+	var scratch []byte // frames beyond a lane's credits, read and dropped
 	detached := false
 	var err error
-loop:
-	for {
-		batch = batch[:0]
-		for len(batch) < rxBatch {
-			if len(batch) > 0 && br.Buffered() < 4 {
-				break // send what we have rather than wait
+	for err == nil && !detached {
+		mgmt = mgmt[:0]
+		var kicked uint32 // lanes given packets in this batch
+		for got := 0; got < rxBatch && !detached && err == nil; got++ {
+			if got > 0 && br.Buffered() < 4 {
+				break // hand on what we have rather than wait
 			}
 			if br.Buffered() == 0 {
 				ss.conn.SetReadDeadline(ss.deadline())
 			}
+			// A packet frame of a data VL is read straight into its
+			// lane: its length, type and first LRH byte say which.
+			var h []byte
+			if h, err = br.Peek(4); err != nil {
+				break
+			}
+			if n := binary.BigEndian.Uint32(h); n >= 11 && n <= maxFrameLen {
+				if h, err = br.Peek(6); err != nil {
+					break
+				}
+				if v := packetVL(h[5:]); h[4] == framePacket && v < dataVLs {
+					l := ss.laneFor(v)
+					i, buf, ok := l.tail()
+					if !ok {
+						// Beyond the client's credits: a broken client.
+						s.overruns.Add(1)
+						_, _, scratch, err = readFrame(br, scratch)
+						continue
+					}
+					var body []byte
+					if _, body, buf, err = readFrame(br, buf); err != nil {
+						break
+					}
+					l.commit(i, buf, body)
+					kicked |= 1 << v
+					continue
+				}
+			}
 			var typ byte
 			var body []byte
-			typ, body, bufs[len(batch)], err = readFrame(br, bufs[len(batch)])
+			k := len(mgmt)
+			typ, body, bufs[k], err = readFrame(br, bufs[k])
 			if err != nil {
 				break
 			}
@@ -474,28 +539,41 @@ loop:
 					s.badFrames.Add(1)
 					continue
 				}
-				batch = append(batch, body)
+				mgmt = append(mgmt, body)
 			case frameKeepAlive:
 			case frameDetach:
 				detached = true
 			default:
 				s.badFrames.Add(1)
 			}
-			if detached {
+		}
+		for v := range dataVLs {
+			if kicked&(1<<v) != 0 {
+				ss.lanes[v].kick()
+			}
+		}
+		if len(mgmt) > 0 {
+			// VL15 never waits in the fabric (it drops when VL15's
+			// buffer is full, as the fabric does).
+			if e := ss.hca.Send(mgmt); e != nil && err == nil {
+				err = e
 				break
 			}
-		}
-		if len(batch) > 0 {
-			if e := ss.hca.Send(batch); e != nil {
-				err = e
-				break loop
-			}
-			s.pktsIn.Add(uint64(len(batch)))
-		}
-		if err != nil || detached {
-			break
+			s.pktsIn.Add(uint64(len(mgmt)))
 		}
 	}
+	// The lanes hand on what they hold, for up to half a keep-alive
+	// interval (a VL the fabric holds back may not drain); then the
+	// port closes, which ends a lane still waiting in the fabric.
+	close(ss.inDone)
+	drained := make(chan struct{})
+	go func() { ss.lw.Wait(); close(drained) }()
+	t := time.NewTimer(s.cfg.KeepAlive / 2)
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	t.Stop()
 	close(ss.done)
 	if detached {
 		// Release the port before the client sees the connection end
@@ -506,6 +584,7 @@ loop:
 	ss.conn.Close()
 	kw.Wait()
 	ss.hca.Close() // a second Close (after a detach) does nothing
+	<-drained
 	if errors.Is(err, ErrBadFrame) {
 		s.badFrames.Add(1)
 	}
