@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -259,8 +260,10 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 	defer l.wg.Done()
 	defer rx.release()
 	r := rx.r
+	sp := &spinner{max: l.rxSpin, fresh: true}
 	// read takes the receive lock for a recvmmsg and keeps it if packets
-	// came, for their delivery.
+	// came, for their delivery. If the socket is empty right after a batch
+	// it spins a while before parking (spin_linux.go).
 	read := func(fd uintptr) bool {
 		if !rx.mu.TryLock() {
 			// A PollWait holding the lock receives what woke this reader:
@@ -268,6 +271,7 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 			// (it drains again if this came too late for it: unlockAll).
 			l.wait.missed.Store(true)
 			if l.wait.held.Load() {
+				sp.parked()
 				return false
 			}
 			rx.mu.Lock()
@@ -276,10 +280,15 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 			return true
 		}
 		rx.mu.Unlock()
+		if sp.spin(l, rx, fd) {
+			return true
+		}
+		sp.parked()
 		return false
 	}
 	for {
 		if err := r.rc.Read(read); err != nil { // the lock is not held
+			sp.disarm()
 			if l.readFailed(sk, err, &rx.errs) {
 				return
 			}
@@ -288,6 +297,7 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 		if r.errno != 0 {
 			err := r.errno
 			rx.mu.Unlock()
+			sp.disarm()
 			if l.readFailed(sk, err, &rx.errs) {
 				return
 			}
@@ -295,6 +305,9 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 		}
 		l.process(sk, rx)
 		rx.mu.Unlock()
+		if sp.max > 0 {
+			sp.arm(time.Now())
+		}
 	}
 }
 
