@@ -254,8 +254,9 @@ func (r *receiver) zone(id uint32) string {
 
 // readLoop is the receive path of one socket, run by its reader goroutine
 // until the socket is closed. It parks in the runtime's network poller
-// while the socket is empty; Poll may receive from the socket meanwhile,
-// one of them at a time (rxState.mu).
+// while the socket is empty (after a bounded spin if it has just received);
+// Poll may receive from the socket meanwhile, one of them at a time
+// (rxState.mu).
 func (l *Link) readLoop(sk *socket, rx *rxState) {
 	defer l.wg.Done()
 	defer rx.release()

@@ -11,7 +11,8 @@
 // reader goroutine that receives up to Config.BatchSize datagrams per
 // recvmmsg call into pool packets and hands them to the Handler as one batch.
 // On Linux it calls recvmmsg itself through the socket's syscall.RawConn
-// (parking in the runtime's poller when the socket is empty), with headers
+// (parking in the runtime's poller when the socket is empty, after looking
+// again for up to Config.RxSpin if it has just received), with headers
 // and address buffers set up once, so receiving allocates nothing per
 // datagram. On other platforms the same code works through x/net's
 // ReadBatch on a plain net.UDPConn, one datagram per call, without the socket
