@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -253,14 +254,17 @@ func (r *receiver) zone(id uint32) string {
 
 // readLoop is the receive path of one socket, run by its reader goroutine
 // until the socket is closed. It parks in the runtime's network poller
-// while the socket is empty; Poll may receive from the socket meanwhile,
-// one of them at a time (rxState.mu).
+// while the socket is empty (after a bounded spin if it has just received);
+// Poll may receive from the socket meanwhile, one of them at a time
+// (rxState.mu).
 func (l *Link) readLoop(sk *socket, rx *rxState) {
 	defer l.wg.Done()
 	defer rx.release()
 	r := rx.r
+	sp := &spinner{max: l.rxSpin, fresh: true}
 	// read takes the receive lock for a recvmmsg and keeps it if packets
-	// came, for their delivery.
+	// came, for their delivery. If the socket is empty right after a batch
+	// it spins a while before parking (spin_linux.go).
 	read := func(fd uintptr) bool {
 		if !rx.mu.TryLock() {
 			// A PollWait holding the lock receives what woke this reader:
@@ -268,6 +272,7 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 			// (it drains again if this came too late for it: unlockAll).
 			l.wait.missed.Store(true)
 			if l.wait.held.Load() {
+				sp.parked()
 				return false
 			}
 			rx.mu.Lock()
@@ -276,10 +281,15 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 			return true
 		}
 		rx.mu.Unlock()
+		if sp.spin(l, rx, fd) {
+			return true
+		}
+		sp.parked()
 		return false
 	}
 	for {
 		if err := r.rc.Read(read); err != nil { // the lock is not held
+			sp.disarm()
 			if l.readFailed(sk, err, &rx.errs) {
 				return
 			}
@@ -288,6 +298,7 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 		if r.errno != 0 {
 			err := r.errno
 			rx.mu.Unlock()
+			sp.disarm()
 			if l.readFailed(sk, err, &rx.errs) {
 				return
 			}
@@ -295,6 +306,9 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 		}
 		l.process(sk, rx)
 		rx.mu.Unlock()
+		if sp.max > 0 {
+			sp.arm(time.Now())
+		}
 	}
 }
 

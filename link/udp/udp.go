@@ -11,7 +11,8 @@
 // reader goroutine that receives up to Config.BatchSize datagrams per
 // recvmmsg call into pool packets and hands them to the Handler as one batch.
 // On Linux it calls recvmmsg itself through the socket's syscall.RawConn
-// (parking in the runtime's poller when the socket is empty), with headers
+// (parking in the runtime's poller when the socket is empty, after looking
+// again for up to Config.RxSpin if it has just received), with headers
 // and address buffers set up once, so receiving allocates nothing per
 // datagram. On other platforms the same code works through x/net's
 // ReadBatch on a plain net.UDPConn, one datagram per call, without the socket
@@ -67,6 +68,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrdma/softrdma/link"
 )
@@ -166,6 +168,13 @@ type Config struct {
 	// splits them again, checking each packet on its own; it costs 512 KiB
 	// of buffers per receiving socket.
 	DisableGRO bool
+	// RxSpin is how long a reader goroutine (Linux) goes on looking for
+	// datagrams after a batch before it parks in the runtime's network
+	// poller, so that a stream is received without a wake-up per batch:
+	// DefaultRxSpin if zero (or the SOFTRDMA_RXSPIN environment variable,
+	// a duration, if set), no spin if negative. The spin follows traffic
+	// only and yields to the process's other goroutines between looks.
+	RxSpin time.Duration
 }
 
 // socket is one bound UDP socket.
@@ -194,9 +203,12 @@ type Link struct {
 	port   uint16
 	policy ICRCPolicy
 	batch  int
+	rxSpin time.Duration // Config.RxSpin resolved; 0: no spin
 	log    *slog.Logger
 	socks  []*socket
 	ctr    link.Counters
+	// Spins that ended with a datagram and that found none (for tests).
+	spinHits, spinMisses atomic.Uint64
 
 	// Source-port sockets (srcport.go), per address index; opened under
 	// mu, read without it.
@@ -285,6 +297,7 @@ func Open(cfg Config) (*Link, error) {
 		port:      port,
 		policy:    cfg.ICRCPolicy,
 		batch:     cfg.BatchSize,
+		rxSpin:    rxSpin(cfg.RxSpin),
 		log:       log,
 		socks:     socks,
 		fixedPort: cfg.FixedSourcePort,

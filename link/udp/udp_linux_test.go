@@ -221,8 +221,8 @@ func TestWireHeaders(t *testing.T) {
 // TestRecvAllocs measures allocations per batch sent and received, IPv4 and
 // IPv6: the reader goroutine's recvmmsg path allocates nothing per datagram
 // (x/net's ReadBatch made two allocations per datagram), and Send nothing
-// per batch; nor does Poll. Both goroutines count: AllocsPerRun reads
-// process-wide totals.
+// per batch; nor does Poll, nor the reader's spin. Both goroutines count:
+// AllocsPerRun reads process-wide totals.
 func TestRecvAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items")
@@ -234,11 +234,13 @@ func TestRecvAllocs(t *testing.T) {
 	a4, b4 := pair4(t, Config{})
 	a6, b6 := mk6()
 	ap, bp := pair4(t, Config{})
+	// A reader spinning long finds each batch while it spins.
+	as, bs := pair4(t, Config{RxSpin: 50 * time.Millisecond})
 	for _, c := range []struct {
 		name   string
 		tx, rx *Link
 		poll   bool // the waiting loop receives with Poll
-	}{{"IPv4", a4, b4, false}, {"IPv6", a6, b6, false}, {"IPv4 polled", ap, bp, true}} {
+	}{{"IPv4", a4, b4, false}, {"IPv6", a6, b6, false}, {"IPv4 polled", ap, bp, true}, {"IPv4 spinning", as, bs, false}} {
 		var got atomic.Int64
 		from := linktest.Endpoint(c.tx)
 		if err := c.rx.Start(link.HandlerFunc(func(batch []*link.Packet) {
@@ -275,6 +277,9 @@ func TestRecvAllocs(t *testing.T) {
 		}
 		if got.Load() != want {
 			t.Fatalf("%s: received %d of %d packets", c.name, got.Load(), want)
+		}
+		if c.rx == bs && bs.spinHits.Load() == 0 {
+			t.Errorf("%s: no batch was received by a spin", c.name)
 		}
 		t.Logf("%s: %.2f allocations per batch of %d sent and received", c.name, allocs, n)
 		if allocs > 0 {
