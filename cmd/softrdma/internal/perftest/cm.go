@@ -573,12 +573,14 @@ func (s *side) cmAcceptQPs(ctx context.Context) error {
 // cmTeardown disconnects the test QPs and releases their IDs (which
 // destroy the QPs).
 func (s *side) cmTeardown() {
+	if len(s.ids) > 0 {
+		s.qps = nil // destroyed with their IDs below
+	}
 	for _, id := range s.ids {
 		id.Disconnect()
 		id.Destroy()
 	}
 	s.ids = nil
-	s.qps = nil
 	if s.cmCh != nil {
 		s.cmCh.Close()
 	}

@@ -141,9 +141,15 @@ func TestLoopback(t *testing.T) {
 			if test.BW && test.Verb != Atomic {
 				base.SetSize(8192)
 			}
+			qps := srv.NumQPs()
 			sout, cout, serr, cerr := runPair(t, srv, cli, base)
 			if serr != nil || cerr != nil {
 				t.Fatalf("server: %v\nclient: %v\nserver output:\n%s\nclient output:\n%s", serr, cerr, sout, cout)
+			}
+			// Run destroys what it created: a QP left for Device.Close
+			// would send its last ACK after the run's counters were read.
+			if n, m := srv.NumQPs(), cli.NumQPs(); n != qps || m != qps {
+				t.Errorf("after Run the devices have %d and %d QPs, want %d", n, m, qps)
 			}
 			for _, out := range []string{sout, cout} {
 				if !strings.Contains(out, " local address: LID 0000 QPN 0x") || !strings.Contains(out, " remote address: LID 0000") {
