@@ -62,7 +62,20 @@ func (qp *QP) ackLaterOrNowLocked() {
 	if !qp.resp.ackPending {
 		return
 	}
-	if qp.dev.acks.polling.Load() == 0 || len(qp.resp.queue) > 0 {
+	if len(qp.resp.queue) > 0 {
+		qp.sendPendingAckLocked()
+		return
+	}
+	now := qp.now()
+	qp.lastAckAt = now
+	if qp.answers { // ackanswer.go
+		if qp.ackHeld || qp.holdForAnswerLocked(now) {
+			return
+		}
+		qp.sendPendingAckLocked()
+		return
+	}
+	if qp.dev.acks.polling.Load() == 0 {
 		qp.sendPendingAckLocked()
 		return
 	}
@@ -85,6 +98,10 @@ func (qp *QP) releaseAckLocked() {
 		return
 	}
 	qp.ackHeld = false
+	if qp.ackTimed {
+		qp.ackTimed = false
+		answerHolds.done()
+	}
 	switch qp.state {
 	case StateRTR, StateRTS, StateSQD, StateSQE:
 		if !qp.dead {

@@ -146,6 +146,7 @@ func (cq *CQ) Poll(wc []WC) int { return cq.pollRecv(wc, true) }
 func (cq *CQ) pollRecv(wc []WC, hold bool) int {
 	d := cq.dev
 	flushAcks()
+	answerHolds.poll()
 	n := cq.poll(wc)
 	if n == 0 && d.pollRecv && len(wc) > 0 {
 		var k int

@@ -374,7 +374,8 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
-	sendHeldAcks() // ackdefer.go
+	sendHeldAcks()             // ackdefer.go
+	answerHolds.closeDevice(d) // ackanswer.go
 	d.mu.Lock()
 	qps := make([]*QP, 0, len(d.qps))
 	for _, qp := range d.qps {
@@ -392,6 +393,7 @@ func (d *Device) Close() error {
 	}
 	err := d.link.Close()
 	d.pacer.stop()
+	answerHolds.forget(d)
 	return err
 }
 
@@ -508,6 +510,7 @@ func (d *Device) linkState(up bool) {
 // channel's or an event's handler running inside the device.
 func (d *Device) Poll() int {
 	flushAcks()
+	answerHolds.poll()
 	return d.pollHolding()
 }
 

@@ -172,6 +172,14 @@ type QP struct {
 	// ackHeld says the QP is in the device's list of held ACKs
 	// (ackdefer.go). Guarded by mu.
 	ackHeld bool
+	// ackTimed says the held ACK is held for an answer, on the device's
+	// ACK timer, and holdSeq numbers such holds; answers says the QP is in
+	// answer mode; lastAckAt is when a receive last called for an ACK
+	// (QP.now time). See ackanswer.go. Guarded by mu.
+	ackTimed  bool
+	holdSeq   uint32
+	answers   bool
+	lastAckAt int64
 	// budgetWait says the QP waits for room in the device's in-flight
 	// bound (txBudget); the pacer clears it and has the QP progress.
 	budgetWait atomic.Bool
@@ -659,6 +667,7 @@ func (qp *QP) resetLocked() {
 		// rxe's get_mtu does).
 		qp.attr.PathMTU, qp.mtu = qp.dev.mtu, qp.dev.mtu.Bytes()
 	}
+	qp.answers, qp.lastAckAt = false, 0
 	qp.state = StateReset
 	if qp.srq == nil {
 		qp.rq.reset()

@@ -33,7 +33,17 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	} else {
 		defer qp.unlockPosted()
 	}
-	qp.releaseAckLocked() // an ACK held by a poll leaves with the request (ackdefer.go)
+	// An ACK held by a poll or for an answer leaves with the request, in
+	// the same system call, right behind its packets (ackdefer.go,
+	// ackanswer.go): a peer polling for its own request's completion then
+	// has the answer placed by the time that completion ends its wait.
+	qp.noteAnswerLocked(now)
+	err := qp.postSendLocked(wrs)
+	qp.releaseAckLocked()
+	return err
+}
+
+func (qp *QP) postSendLocked(wrs []SendWR) error {
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := qp.checkSendLocked(wr); err != nil {
