@@ -93,7 +93,8 @@ func held(qp *QP) bool {
 // TestHeldAckRidesWithAnswer runs SEND ping-pongs on links that receive
 // only when polled. The poll that receives a request sends nothing: the
 // ACK it calls for is held, and leaves in the same link Send as the
-// answer the program then posts, behind it. The peer's SEND completes
+// answer the program then posts, ahead of it (a SEND consumes a receive:
+// the peer sees its own SEND complete first). The peer's SEND completes
 // on that ACK. With one P the pacer (which would send a held ACK the
 // program leaves) cannot run between the poll and the post; rounds where
 // it did anyway are not counted, and 20 must be.
@@ -131,8 +132,8 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 					t.Fatalf("b's poll sent %v with the ACK held", sentByPoll)
 				}
 			}
-			if len(sentByPost) != 1 || len(sentByPost[0]) != 2 || sentByPost[0][0] != wire.RCSendOnly || sentByPost[0][1] != wire.RCAcknowledge {
-				t.Fatalf("b's post sent %v, want one Send of [SEND_ONLY ACK]", sentByPost)
+			if len(sentByPost) != 1 || len(sentByPost[0]) != 2 || sentByPost[0][0] != wire.RCAcknowledge || sentByPost[0][1] != wire.RCSendOnly {
+				t.Fatalf("b's post sent %v, want one Send of [ACK SEND_ONLY]", sentByPost)
 			}
 		}
 		// a sees its SEND acknowledged and b's answer, in either order.

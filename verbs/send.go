@@ -34,13 +34,32 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		defer qp.unlockPosted()
 	}
 	// An ACK held by a poll or for an answer leaves with the request, in
-	// the same system call, right behind its packets (ackdefer.go,
-	// ackanswer.go): a peer polling for its own request's completion then
-	// has the answer placed by the time that completion ends its wait.
+	// the same system call (ackdefer.go, ackanswer.go). Behind a WRITE,
+	// READ or atomic: a peer polling for its own request's completion
+	// then has the answer placed by the time that completion ends its
+	// wait. Ahead of a request that consumes a receive: the peer sees its
+	// own request complete before the answer's receive completion, the
+	// order programs counting completions expect.
 	qp.noteAnswerLocked(now)
+	if consumesRecv(wrs) {
+		qp.releaseAckLocked()
+		return qp.postSendLocked(wrs)
+	}
 	err := qp.postSendLocked(wrs)
 	qp.releaseAckLocked()
 	return err
+}
+
+// consumesRecv reports whether one of wrs consumes a receive at the peer
+// (a SEND or a WRITE with immediate).
+func consumesRecv(wrs []SendWR) bool {
+	for i := range wrs {
+		switch wrs[i].Opcode {
+		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWriteWithImm:
+			return true
+		}
+	}
+	return false
 }
 
 func (qp *QP) postSendLocked(wrs []SendWR) error {
