@@ -619,16 +619,7 @@ func TestBackpressure(t *testing.T) {
 	}
 	t.Logf("sender stalled after %d packets", last)
 	close(gate)
-	for i := range uint32(n) {
-		select {
-		case got := <-seqs:
-			if got != i {
-				t.Fatalf("packet %d arrived as number %d", got, i)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%d of %d packets arrived", i, n)
-		}
-	}
+	expectInOrder(t, "receiver", seqs, n)
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
 	}
@@ -865,5 +856,21 @@ func TestSendFromRecv(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Send from the receive function waited")
+	}
+}
+
+// expectInOrder waits for the sequence numbers 0..n-1 on seqs, in order,
+// 20 s at most for each.
+func expectInOrder(t *testing.T, who string, seqs <-chan uint32, n int) {
+	t.Helper()
+	for i := range uint32(n) {
+		select {
+		case got := <-seqs:
+			if got != i {
+				t.Fatalf("%s: packet %d arrived as number %d", who, i, got)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: %d of %d packets arrived", who, i, n)
+		}
 	}
 }

@@ -174,16 +174,7 @@ func TestVLsIndependent(t *testing.T) {
 	}
 
 	release()
-	for i := range uint32(n) {
-		select {
-		case got := <-seqs:
-			if got != i {
-				t.Fatalf("Hca2: VL0 packet %d arrived as number %d", i, got)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("Hca2: %d of %d VL0 packets arrived", i, n)
-		}
-	}
+	expectInOrder(t, "Hca2 (VL0)", seqs, n)
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,26 @@ func MakePacket(seq uint32, size int, src, dst netip.AddrPort) *link.Packet {
 	return p
 }
 
+// MakePackets returns n packets of MakePacket numbered first, first+1, ...
+func MakePackets(first uint32, n, size int, src, dst netip.AddrPort) []*link.Packet {
+	pkts := make([]*link.Packet, n)
+	for i := range pkts {
+		pkts[i] = MakePacket(first+uint32(i), size, src, dst)
+	}
+	return pkts
+}
+
+// SendPackets sends n packets of MakePackets from l in one Send and returns
+// them to the pool.
+func SendPackets(l link.Link, first uint32, n, size int, src, dst netip.AddrPort) error {
+	pkts := MakePackets(first, n, size, src, dst)
+	err := l.Send(pkts)
+	for _, p := range pkts {
+		link.Put(p)
+	}
+	return err
+}
+
 func fill(b []byte, seq uint32) {
 	clear(b)
 	b[0] = 0x04                                     // RC SEND ONLY

@@ -43,17 +43,10 @@ func TestPoll(t *testing.T) {
 			const per = 16
 			polled, seq := 0, uint32(0)
 			for round := 0; round < 200 && (polled == 0 || round < 20); round++ {
-				pkts := make([]*link.Packet, per)
-				for i := range pkts {
-					pkts[i] = linktest.MakePacket(seq, 200, src, dst)
-					seq++
-				}
-				if err := a.Send(pkts); err != nil {
+				if err := linktest.SendPackets(a, seq, per, 200, src, dst); err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range pkts {
-					link.Put(p)
-				}
+				seq += per
 				deadline := time.Now().Add(linktest.Timeout)
 				for rx.Len() < int(seq) && time.Now().Before(deadline) {
 					polled += b.Poll()

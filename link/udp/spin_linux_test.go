@@ -205,17 +205,10 @@ func TestSpinStream(t *testing.T) {
 			const rounds, per = 50, 8
 			seq := uint32(0)
 			for range rounds {
-				pkts := make([]*link.Packet, per)
-				for i := range pkts {
-					pkts[i] = linktest.MakePacket(seq, 200, src, dst)
-					seq++
-				}
-				if err := a.Send(pkts); err != nil {
+				if err := linktest.SendPackets(a, seq, per, 200, src, dst); err != nil {
 					t.Fatal(err)
 				}
-				for _, p := range pkts {
-					link.Put(p)
-				}
+				seq += per
 				rx.WaitFor(t, int(seq))
 			}
 			waitInOrder(t, rx, seq, src, dst)
@@ -274,10 +267,7 @@ func TestSpinPollWait(t *testing.T) {
 		base := seq
 		go func() {
 			defer close(done)
-			pkts := make([]*link.Packet, per)
-			for i := range pkts {
-				pkts[i] = linktest.MakePacket(base+uint32(i), 200, src, dst)
-			}
+			pkts := linktest.MakePackets(base, per, 200, src, dst)
 			time.Sleep(50 * time.Microsecond)
 			if err := a.Send(pkts[:per/2]); err != nil {
 				t.Error(err)

@@ -27,10 +27,7 @@ func TestPollWait(t *testing.T) {
 		base := seq
 		go func() {
 			defer close(got)
-			pkts := make([]*link.Packet, per)
-			for i := range pkts {
-				pkts[i] = linktest.MakePacket(base+uint32(i), 200, src, dst)
-			}
+			pkts := linktest.MakePackets(base, per, 200, src, dst)
 			time.Sleep(100 * time.Microsecond)
 			if err := a.Send(pkts); err != nil {
 				t.Error(err)
