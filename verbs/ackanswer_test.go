@@ -142,15 +142,22 @@ func TestAnswerHoldExpires(t *testing.T) {
 				answerHolds.t.Reset(time.Millisecond)
 			}
 			answerHolds.mu.Unlock()
+			var sent [][]wire.Opcode
 			if by == "timer" {
+				// The hold ends under b's lock; the link Send follows
+				// it: wait for the Send, not for the hold's end.
 				deadline := time.Now().Add(5 * time.Second)
-				for held(p.qb) && time.Now().Before(deadline) {
+				for len(sent) == 0 && time.Now().Before(deadline) {
 					time.Sleep(time.Millisecond)
+					sent = p.lb.taken()
 				}
+				time.Sleep(10 * time.Millisecond) // a second ACK would show
+				sent = append(sent, p.lb.taken()...)
 			} else {
 				p.da.Poll() // a's poll sends b's ACK
+				sent = p.lb.taken()
 			}
-			wantSends(t, "b", p.lb.taken(), []wire.Opcode{wire.RCAcknowledge})
+			wantSends(t, "b", sent, []wire.Opcode{wire.RCAcknowledge})
 			if answers(p.qb) {
 				t.Error("b is still in answer mode")
 			}
