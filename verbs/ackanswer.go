@@ -160,13 +160,7 @@ func release(list []timedAck, timedOut bool) {
 	var g *txGather
 	for _, e := range list {
 		qp := e.qp
-		if g != nil && g.dev != qp.dev {
-			g.put()
-			g = nil
-		}
-		if g == nil {
-			g = getGather(qp.dev)
-		}
+		g = gatherFor(g, qp.dev)
 		g.lock(qp)
 		if qp.ackTimed && qp.holdSeq == e.seq {
 			if timedOut {

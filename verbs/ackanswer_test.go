@@ -181,18 +181,7 @@ func TestAnswerHoldDestroyClose(t *testing.T) {
 			if !held(p.qb) {
 				t.Fatal("b's ACK is not held")
 			}
-			var err error
-			switch how {
-			case "destroy":
-				err = p.qb.Destroy()
-			case "error":
-				err = p.qb.Modify(&QPAttr{State: StateErr}, AttrState)
-			case "reset":
-				err = p.qb.Modify(&QPAttr{State: StateReset}, AttrState)
-			default:
-				err = p.db.Close()
-			}
-			if err != nil {
+			if err := endQP(how, p.qb, p.db); err != nil {
 				t.Fatal(err)
 			}
 			if s := p.lb.taken(); len(s) == 0 || s[0][0] != wire.RCAcknowledge {

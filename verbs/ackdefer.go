@@ -158,13 +158,7 @@ func flushAcksLocked() {
 	a.mu.Unlock()
 	var g *txGather
 	for _, qp := range qps {
-		if g != nil && g.dev != qp.dev {
-			g.put()
-			g = nil
-		}
-		if g == nil {
-			g = getGather(qp.dev)
-		}
+		g = gatherFor(g, qp.dev)
 		g.lock(qp)
 		qp.releaseAckLocked()
 		g.unlock(qp)

@@ -184,6 +184,20 @@ func TestHeldAckLeftByProgram(t *testing.T) {
 	}
 }
 
+// endQP ends qp's part in answering as how says: "destroy" destroys it,
+// "error" and "reset" move it to that state, "close" closes its device d.
+func endQP(how string, qp *QP, d *Device) error {
+	switch how {
+	case "destroy":
+		return qp.Destroy()
+	case "error":
+		return qp.Modify(&QPAttr{State: StateErr}, AttrState)
+	case "reset":
+		return qp.Modify(&QPAttr{State: StateReset}, AttrState)
+	}
+	return d.Close()
+}
+
 // TestHeldAckDestroyClose: an ACK held when its QP is destroyed, moved to
 // the error or reset state (rdma_disconnect's modify, say), or its device
 // closed, is sent then, not dropped: the requester's SEND
@@ -206,18 +220,7 @@ func TestHeldAckDestroyClose(t *testing.T) {
 			if !held(p.qb) {
 				t.Fatal("the ACK was not held after the poll (the pacer ran first)")
 			}
-			var err error
-			switch how {
-			case "destroy":
-				err = p.qb.Destroy()
-			case "error":
-				err = p.qb.Modify(&QPAttr{State: StateErr}, AttrState)
-			case "reset":
-				err = p.qb.Modify(&QPAttr{State: StateReset}, AttrState)
-			default:
-				err = p.db.Close()
-			}
-			if err != nil {
+			if err := endQP(how, p.qb, p.db); err != nil {
 				t.Fatal(err)
 			}
 			if wc := pollFor(t, p.ca); wc.Status != Success || wc.WRID != 3 {

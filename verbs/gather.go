@@ -32,6 +32,19 @@ func getGather(d *Device) *txGather {
 	return g
 }
 
+// gatherFor returns g if it gathers for d's QPs; otherwise it sends and
+// puts back g (if not nil) and returns a new gatherer for d. A loop over
+// QPs of several devices sends each device's packets in one call so.
+func gatherFor(g *txGather, d *Device) *txGather {
+	if g != nil && g.dev == d {
+		return g
+	}
+	if g != nil {
+		g.put()
+	}
+	return getGather(d)
+}
+
 // put sends what g holds and returns it to the pool.
 func (g *txGather) put() {
 	g.flush()

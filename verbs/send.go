@@ -41,12 +41,14 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	// own request complete before the answer's receive completion, the
 	// order programs counting completions expect.
 	qp.noteAnswerLocked(now)
-	if consumesRecv(wrs) {
+	ahead := qp.ackHeld && consumesRecv(wrs) // (the list is read only when an ACK is held)
+	if ahead {
 		qp.releaseAckLocked()
-		return qp.postSendLocked(wrs)
 	}
 	err := qp.postSendLocked(wrs)
-	qp.releaseAckLocked()
+	if !ahead {
+		qp.releaseAckLocked()
+	}
 	return err
 }
 
@@ -62,6 +64,7 @@ func consumesRecv(wrs []SendWR) bool {
 	return false
 }
 
+// postSendLocked checks and queues wrs, building what may leave now.
 func (qp *QP) postSendLocked(wrs []SendWR) error {
 	for i := range wrs {
 		wr := &wrs[i]

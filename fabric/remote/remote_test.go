@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -559,23 +560,7 @@ func TestBadFrames(t *testing.T) {
 func TestBackpressure(t *testing.T) {
 	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
 	a := dial(t, s.addr, "Hca1", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	pb, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca2", 1)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pb.Close() })
-	gate := make(chan struct{})
-	seqs := make(chan uint32, 1<<16)
-	if err := pb.Start(func(pkts [][]byte) {
-		<-gate
-		for _, p := range pkts {
-			seqs <- binary.BigEndian.Uint32(p[wire.LRHLen+wire.BTHLen:])
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pb, seqs, release := gatedReceiver(t, s.addr, "Hca2")
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
 	lidA := lidOf(t, s.f, sn, "Hca1")
@@ -618,7 +603,7 @@ func TestBackpressure(t *testing.T) {
 		}
 	}
 	t.Logf("sender stalled after %d packets", last)
-	close(gate)
+	release()
 	expectInOrder(t, "receiver", seqs, n)
 	if err := <-sendErr; err != nil {
 		t.Fatal(err)
@@ -873,4 +858,32 @@ func expectInOrder(t *testing.T, who string, seqs <-chan uint32, n int) {
 			t.Fatalf("%s: %d of %d packets arrived", who, i, n)
 		}
 	}
+}
+
+// gatedReceiver attaches port 1 of node to the server at addr with a
+// handler that reads nothing until release is called, then sends each
+// packet's sequence number (seqOf) to seqs. release may be called more
+// than once; the test's cleanup calls it and closes the port.
+func gatedReceiver(t *testing.T, addr, node string) (pb *Port, seqs <-chan uint32, release func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	pb, err := (&Dialer{Logger: quiet}).Dial(ctx, addr, node, 1)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() { release(); pb.Close() })
+	ch := make(chan uint32, 1<<16)
+	if err := pb.Start(func(pkts [][]byte) {
+		<-gate
+		for _, p := range pkts {
+			ch <- seqOf(p)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return pb, ch, release
 }

@@ -1,11 +1,9 @@
 package remote
 
 import (
-	"context"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/softrdma/softrdma/link/ib"
 	"github.com/softrdma/softrdma/wire"
@@ -58,30 +56,7 @@ func TestVLsIndependent(t *testing.T) {
 	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
 	a := dial(t, s.addr, "Hca1", nil)
 	c4 := dial(t, s.addr, "Hca4", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	pb, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca2", 1)
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	t.Cleanup(func() { release(); pb.Close() })
-	seqs := make(chan uint32, 1<<16)
-	if err := pb.Start(func(pkts [][]byte) {
-		<-gate
-		for _, p := range pkts {
-			seqs <- seqOf(p)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pb, seqs, release := gatedReceiver(t, s.addr, "Hca2")
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
 	lidA, lidB, lid4 := lidOf(t, s.f, sn, "Hca1"), lidOf(t, s.f, sn, "Hca2"), lidOf(t, s.f, sn, "Hca4")
