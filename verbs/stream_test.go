@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -102,4 +103,37 @@ func TestStreamingPostSentByPacer(t *testing.T) {
 			t.Fatalf("%d requests on the wire, want 2", n)
 		}
 	})
+}
+
+// TestStreamingPostSendsItself checks that a poster that never yields does
+// not keep its stream from the wire: with one P the pacer cannot run while
+// the test posts, so the posts themselves must send once deferMax packets
+// wait. The peer's ACKs are dropped, so every post after the first finds
+// a request outstanding and is part of a stream.
+func TestStreamingPostSendsItself(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p := newPair(t, pairOpts{wr: 2 * deferMax, mtu: MTU256})
+	ma, mb := p.reg(p.pa, 64), p.reg(p.pb, 64)
+	w := p.tap()
+	w.setDrop(func(tp *tapped) bool { return !isRequest(tp) })
+	deferred := p.da.Stats().TxDeferred.Load()
+	const posts = deferMax + 2
+	for i := range posts {
+		wr := SendWR{ID: uint64(i), Opcode: WRRDMAWrite, SGL: []SGE{ma.SGE(0, 64)}, RemoteAddr: mb.Addr(), RKey: mb.RKey()}
+		if err := p.qa.PostSend([]SendWR{wr}); err != nil {
+			t.Fatalf("post %d: %v", i, err)
+		}
+	}
+	// Read before anything yields: what is on the wire now was sent by the
+	// posts (or by a pacer that got the CPU anyway, which is no failure).
+	// Each post left to the pacer leaves one packet; fewer than deferMax
+	// may wait.
+	sent := len(w.all(both(from(p.da), isRequest)))
+	d := p.da.Stats().TxDeferred.Load() - deferred
+	if d < deferMax {
+		t.Fatalf("%d of %d posts were part of a stream, want at least %d", d, posts, deferMax)
+	}
+	if posts-sent >= deferMax {
+		t.Fatalf("%d of %d requests on the wire when the last post returned: %d wait for the pacer", sent, posts, posts-sent)
+	}
 }
