@@ -292,41 +292,53 @@ func (p *pacer) loop() {
 			return
 		case <-p.wake:
 		}
-		flushAcks() // held ACKs the application left (ackdefer.go)
-		var g *txGather
-		for qp := p.next(); qp != nil; qp = p.next() {
-			if g == nil {
-				g = getGather(qp.dev)
-			}
-			g.lock(qp)
-			qp.listed = false
-			if qp.budgetWait.CompareAndSwap(true, false) && !qp.dead {
-				qp.progressLocked()
-			}
-			if qp.resp.pumpScheduled {
-				qp.resp.pumpScheduled = false
-				if !qp.dead && len(qp.resp.queue) > 0 {
-					qp.pumpLocked()
-				}
-			}
-			g.unlock(qp) // the packets of several QPs go out in one call
-			// Woken with a turn it did not take (it had nothing more to
-			// send, another path sent it meanwhile, or it is gone): the
-			// room goes to the next waiter, or it would stay set aside.
-			if r := qp.budgetGrant.Swap(0); r > 0 {
-				qp.dev.budget.Give(int(r))
-			}
-			select {
-			case <-p.done:
-				g.put()
-				return
-			default:
-			}
-		}
-		if g != nil {
-			g.put()
+		if !p.serve() {
+			return
 		}
 	}
+}
+
+// serve gives each listed QP its turn: what posts left, the budget's
+// grants, the next burst of READ answers, all in one call to the link
+// where it can. The pacer's goroutine runs it when woken, and a post that
+// finds deferMax packets waiting runs it itself (see unlockDeferred). It
+// reports false if the pacer was stopped meanwhile.
+func (p *pacer) serve() bool {
+	flushAcks() // held ACKs the application left (ackdefer.go)
+	var g *txGather
+	for qp := p.next(); qp != nil; qp = p.next() {
+		if g == nil {
+			g = getGather(qp.dev)
+		}
+		g.lock(qp)
+		qp.listed = false
+		if qp.budgetWait.CompareAndSwap(true, false) && !qp.dead {
+			qp.progressLocked()
+		}
+		if qp.resp.pumpScheduled {
+			qp.resp.pumpScheduled = false
+			if !qp.dead && len(qp.resp.queue) > 0 {
+				qp.pumpLocked()
+			}
+		}
+		g.unlock(qp) // the packets of several QPs go out in one call
+		// Woken with a turn it did not take (it had nothing more to
+		// send, another path sent it meanwhile, or it is gone): the
+		// room goes to the next waiter, or it would stay set aside.
+		if r := qp.budgetGrant.Swap(0); r > 0 {
+			qp.dev.budget.Give(int(r))
+		}
+		select {
+		case <-p.done:
+			g.put()
+			return false
+		default:
+		}
+	}
+	if g != nil {
+		g.put()
+	}
+	return true
 }
 
 // txBudget is a device's bound on the request packets its QPs have in
@@ -342,13 +354,18 @@ type txBudget struct {
 	mu     sync.Mutex
 	wait   []*QP // oldest first; guarded by mu
 	grant  int   // a turn: see turns.go
+	total  int64 // Options.MaxInflight
 }
 
 func newTxBudget(d *Device, n int) *txBudget {
-	b := &txBudget{dev: d, grant: grantFor(n)}
+	b := &txBudget{dev: d, grant: grantFor(n), total: int64(n)}
 	b.avail.Store(int64(n))
 	return b
 }
+
+// held returns how many request packets the device's QPs have built and
+// not yet had acknowledged, and the room set aside for turns in progress.
+func (b *txBudget) held() int { return int(b.total - b.avail.Load()) }
 
 // Give returns n packets and wakes waiting QPs, oldest first, a turn's
 // room (grant) set aside for each (requester.Budget).

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/softrdma/softrdma/verbs/internal/requester"
 )
 
 // TestStreamingPosts posts WRITEs and SENDs one work request per PostSend
@@ -135,5 +137,32 @@ func TestStreamingPostSendsItself(t *testing.T) {
 	}
 	if posts-sent >= deferMax {
 		t.Fatalf("%d of %d requests on the wire when the last post returned: %d wait for the pacer", sent, posts, posts-sent)
+	}
+}
+
+// TestPeerStarving: a post sends what waits for the pacer only while the
+// device has less than a PSN window of request packets in flight besides
+// them; with more, the pacer's batches keep the peers busy.
+func TestPeerStarving(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	b := p.da.budget
+	if b == nil {
+		t.Fatal("the device has no in-flight bound")
+	}
+	avail := b.avail.Load()
+	defer b.avail.Store(avail)
+	for _, c := range []struct {
+		held, n int
+		want    bool
+	}{
+		{0, deferMax, true},
+		{deferMax + requester.MaxUnacked - 1, deferMax, true},
+		{deferMax + requester.MaxUnacked, deferMax, false},
+		{8 * requester.MaxUnacked, deferMax, false},
+	} {
+		b.avail.Store(b.total - int64(c.held))
+		if got := p.qa.peerStarving(c.n); got != c.want {
+			t.Errorf("%d packets held, %d waiting: peerStarving %v, want %v", c.held, c.n, got, c.want)
+		}
 	}
 }
