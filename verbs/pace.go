@@ -301,8 +301,9 @@ func (p *pacer) loop() {
 // serve gives each listed QP its turn: what posts left, the budget's
 // grants, the next burst of READ answers, all in one call to the link
 // where it can. The pacer's goroutine runs it when woken, and a post that
-// finds deferMax packets waiting runs it itself (see unlockDeferred). It
-// reports false if the pacer was stopped meanwhile.
+// leaves deferMax packets waiting while little is in flight runs it itself
+// (see unlockDeferred); the two may run at once, each taking other QPs off
+// the list. It reports false if the pacer was stopped meanwhile.
 func (p *pacer) serve() bool {
 	flushAcks() // held ACKs the application left (ackdefer.go)
 	var g *txGather
