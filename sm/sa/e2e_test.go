@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,16 +147,29 @@ func fabricSubnet(t *testing.T, f *fabric.Fabric, topo *fabric.Topology) *sm.Sub
 
 func runSaquery(t *testing.T, sock, host string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "ibsim-run", append([]string{"saquery"}, args...)...)
-	cmd.Env = append(os.Environ(), "IBSIM_SOCKNAME="+sock, "SIM_HOST="+host)
-	cmd.Dir = t.TempDir()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	for run := 1; ; run++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, "ibsim-run", append([]string{"saquery"}, args...)...)
+		cmd.Env = append(os.Environ(), "IBSIM_SOCKNAME="+sock, "SIM_HOST="+host)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil {
+			return string(out)
+		}
+		// saquery under libumad2sim died on a signal once in CI ("saquery
+		// -g: signal: segmentation fault"), not reproduced in 40 runs
+		// since, loaded or not. A second crash, or any other failure,
+		// fails the test; a first one is logged and the query asked again.
+		var ee *exec.ExitError
+		if run == 1 && errors.As(err, &ee) && ctx.Err() == nil {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				t.Logf("saquery %s died on %v; asking again:\n%s", strings.Join(args, " "), ws.Signal(), out)
+				continue
+			}
+		}
 		t.Fatalf("saquery %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
 }
 
 // dumps splits saquery's output into records: "<Name> dump:" followed by
