@@ -93,9 +93,10 @@ func held(qp *QP) bool {
 // TestHeldAckRidesWithAnswer runs SEND ping-pongs on links that receive
 // only when polled. The poll that receives a request sends nothing: the
 // ACK it calls for is held, and leaves in the same link Send as the
-// answer the program then posts, ahead of it (a SEND consumes a receive:
-// the peer sees its own SEND complete first). The peer's SEND completes
-// on that ACK. With one P the pacer (which would send a held ACK the
+// answer the program then posts, behind it (one segmented datagram on UDP).
+// The peer's SEND completes on that ACK, and before the answer's receive
+// on their shared CQ: the receive path handles a QP's responses before its
+// requests. With one P the pacer (which would send a held ACK the
 // program leaves) cannot run between the poll and the post; rounds where
 // it did anyway are not counted, and 20 must be.
 func TestHeldAckRidesWithAnswer(t *testing.T) {
@@ -132,15 +133,23 @@ func TestHeldAckRidesWithAnswer(t *testing.T) {
 					t.Fatalf("b's poll sent %v with the ACK held", sentByPoll)
 				}
 			}
-			if len(sentByPost) != 1 || len(sentByPost[0]) != 2 || sentByPost[0][0] != wire.RCAcknowledge || sentByPost[0][1] != wire.RCSendOnly {
-				t.Fatalf("b's post sent %v, want one Send of [ACK SEND_ONLY]", sentByPost)
+			if len(sentByPost) != 1 || len(sentByPost[0]) != 2 || sentByPost[0][0] != wire.RCSendOnly || sentByPost[0][1] != wire.RCAcknowledge {
+				t.Fatalf("b's post sent %v, want one Send of [SEND_ONLY ACK]", sentByPost)
 			}
-		}
-		// a sees its SEND acknowledged and b's answer, in either order.
-		for range 2 {
-			wc := pollFor(t, p.ca)
-			if wc.Status != Success || (wc.WRID != 2 || wc.Opcode != WCRecv) && (wc.WRID != 3 || wc.Opcode != WCSend) {
-				t.Fatalf("a's completion %+v", wc)
+			// Both reach a in one batch: its SEND completes first.
+			if wc := pollFor(t, p.ca); wc.Status != Success || wc.WRID != 3 || wc.Opcode != WCSend {
+				t.Fatalf("a's first completion %+v, want its SEND's", wc)
+			}
+			if wc := pollFor(t, p.ca); wc.Status != Success || wc.WRID != 2 || wc.Opcode != WCRecv {
+				t.Fatalf("a's second completion %+v, want the answer's receive", wc)
+			}
+		} else {
+			// a sees its SEND acknowledged and b's answer, in either order.
+			for range 2 {
+				wc := pollFor(t, p.ca)
+				if wc.Status != Success || (wc.WRID != 2 || wc.Opcode != WCRecv) && (wc.WRID != 3 || wc.Opcode != WCSend) {
+					t.Fatalf("a's completion %+v", wc)
+				}
 			}
 		}
 		// b's own SEND is acknowledged by a's polls (held, then sent by

@@ -15,15 +15,23 @@ const rxChunk = 64
 
 // rxItem is a parsed packet of a batch and the QP it is for.
 type rxItem struct {
-	qp  *QP
-	pkt wire.Packet
-	p   *link.Packet
+	qp   *QP
+	pkt  wire.Packet
+	p    *link.Packet
+	resp bool // an ACK or a response: for the QP's requester
 }
 
 // receive is the link's handler. It parses and dispatches a batch, then
-// takes each destination QP's lock once for all of that QP's packets, in
-// their order of arrival, and sends the ACKs they call for (one per QP) and
-// whatever else they produced after releasing it.
+// takes each destination QP's lock once for all of that QP's packets and
+// sends the ACKs they call for (one per QP) and whatever else they produced
+// after releasing it. A QP's packets are handled in their order of arrival,
+// but for one thing: its responses (ACKs, READ and atomic responses) go
+// before its requests. The two are ordered only among themselves (each has
+// its own PSNs), and a peer answering a request sends its own request and
+// the ACK of ours in one segmented datagram, request first (GSO needs the
+// larger packet first); handling the ACK first completes our request before
+// the receive its answer consumes, the order a program sharing one CQ sees
+// from a peer that acknowledges at once.
 func (d *Device) receive(batch []*link.Packet) {
 	for len(batch) > 0 {
 		n := min(len(batch), rxChunk)
@@ -35,7 +43,7 @@ func (d *Device) receive(batch []*link.Packet) {
 func (d *Device) receiveChunk(batch []*link.Packet) {
 	var items [rxChunk]rxItem
 	var mc [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
-	n, nmc := 0, 0
+	n, nmc, nresp := 0, 0, 0
 	for _, p := range batch {
 		pkt, err := wire.Parse(p.Data())
 		if err != nil {
@@ -44,7 +52,7 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 			continue
 		}
 		if pkt.BTH().DestQP() == wire.QPMulticast {
-			items[n] = rxItem{nil, pkt, p}
+			items[n] = rxItem{nil, pkt, p, false}
 			mc[nmc] = uint8(n)
 			n++
 			nmc++
@@ -55,9 +63,14 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 			d.stats.RxUnknownQP.Add(1)
 			continue
 		}
-		items[n] = rxItem{qp, pkt, p}
+		resp := pkt.Info().Is(wire.FlagResponse)
+		if resp {
+			nresp++
+		}
+		items[n] = rxItem{qp, pkt, p, resp}
 		n++
 	}
+	mixed := nresp > 0 && nresp < n-nmc
 	// What the QPs send in answer (ACKs, responses, requests an ACK let
 	// go) leaves in one call to the link, whatever the number of QPs.
 	g := getGather(d)
@@ -68,6 +81,14 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 			continue // handled with an earlier packet of its QP, or multicast
 		}
 		g.lock(qp)
+		if mixed {
+			for j := i; j < n; j++ {
+				if items[j].qp == qp && items[j].resp {
+					qp.handleLocked(items[j].pkt, items[j].p)
+					items[j].qp = nil
+				}
+			}
+		}
 		for j := i; j < n; j++ {
 			if items[j].qp == qp {
 				qp.handleLocked(items[j].pkt, items[j].p)

@@ -34,34 +34,15 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		defer qp.unlockPosted()
 	}
 	// An ACK held by a poll or for an answer leaves with the request, in
-	// the same system call (ackdefer.go, ackanswer.go). Behind a WRITE,
-	// READ or atomic: a peer polling for its own request's completion
-	// then has the answer placed by the time that completion ends its
-	// wait. Ahead of a request that consumes a receive: the peer sees its
-	// own request complete before the answer's receive completion, the
-	// order programs counting completions expect.
+	// the same system call (ackdefer.go, ackanswer.go), behind it: the
+	// two then make one segmented datagram (the larger packet first), one
+	// receive at the peer, which handles the ACK first (recv.go). A peer
+	// polling for its own request's completion then has the answer placed
+	// by the time that completion ends its wait.
 	qp.noteAnswerLocked(now)
-	ahead := qp.ackHeld && consumesRecv(wrs) // (the list is read only when an ACK is held)
-	if ahead {
-		qp.releaseAckLocked()
-	}
 	err := qp.postSendLocked(wrs, now)
-	if !ahead {
-		qp.releaseAckLocked()
-	}
+	qp.releaseAckLocked()
 	return err
-}
-
-// consumesRecv reports whether one of wrs consumes a receive at the peer
-// (a SEND or a WRITE with immediate).
-func consumesRecv(wrs []SendWR) bool {
-	for i := range wrs {
-		switch wrs[i].Opcode {
-		case WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWriteWithImm:
-			return true
-		}
-	}
-	return false
 }
 
 // postSendLocked checks and queues wrs, building what may leave now; now
