@@ -325,7 +325,7 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 	msgs := s.out
 	var first error
 	for done := 0; done < len(msgs); {
-		n, err := sk.bc.WriteBatch(msgs[done:], 0)
+		n, err := sk.bc.WriteBatch(msgs[done:], sendFlags)
 		l.ctr.TxCalls.Add(1)
 		if n < 0 { // sendmmsg failed on the first message (e.g. EPERM from a firewall)
 			n = 0

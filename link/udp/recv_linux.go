@@ -69,6 +69,11 @@ const groMsgs = 8
 // groOverflow is the overflow room of one socket's receiver with GRO,
 // allocated when the socket is opened so that no reader allocates
 // megabytes while traffic has started.
+// sendFlags are the flags of every sendmmsg: a link's socket may be in
+// blocking mode (waitState.blockRecv), and a full send buffer must still
+// send the caller to the poller rather than block the thread.
+const sendFlags = unix.MSG_DONTWAIT
+
 func groOverflow() []byte { return make([]byte, groMsgs*(groMax-link.BufSize+1)) }
 
 func newReceiver(rc syscall.RawConn, pkts []*link.Packet, over []byte) *receiver {
@@ -127,6 +132,25 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 		}
 		return true
 	}
+}
+
+// recvmmsgWait is PollWait's blocking receive on a socket in blocking mode
+// (waitState.blockRecv): it sleeps until a datagram comes or the socket's
+// receive timeout passes, then takes what else is there without waiting.
+// It reports the messages received and true, or false if none came in
+// time. An error or a signal (EINTR) also returns true, with no messages:
+// the caller's caller waits again, and the reader sees an error again.
+func (r *receiver) recvmmsgWait(fd uintptr) (int, bool) {
+	k, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])),
+		uintptr(len(r.hdrs)), unix.MSG_WAITFORONE, 0, 0)
+	switch e {
+	case 0:
+		r.k, r.errno = int(k), 0
+		return int(k), true
+	case unix.EAGAIN:
+		return 0, false
+	}
+	return 0, true
 }
 
 // prepare points the first k headers at their packets' buffers and address

@@ -15,6 +15,9 @@ import (
 	"github.com/softrdma/softrdma/link"
 )
 
+// sendFlags are the flags of every sendmmsg (see recv_linux.go).
+const sendFlags = 0
+
 // rxState is one socket's receive state: here only the Handler, since Poll
 // receives nothing.
 type rxState struct{ h link.Handler }

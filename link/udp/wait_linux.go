@@ -2,6 +2,9 @@
 // holds every socket's receive lock and sleeps in ppoll on the sockets and
 // an eventfd that Wake writes. The kernel wakes it directly when a datagram
 // arrives; it then receives and handles the packets itself, as Poll does.
+// A link with one socket, in a process with one P, sleeps the first part of
+// the wait in the receive itself (blockRecv), one system call instead of
+// two.
 // The reader goroutines may be woken by the same arrival (the runtime's
 // poller watches the sockets too); they wait for the lock, find the socket
 // drained and park again, so nothing that arrives is left unread whoever
@@ -35,6 +38,11 @@ type waitState struct {
 	pfds []unix.PollFd
 	one  [8]byte // the eventfd increment
 	buf  [8]byte // where its counter is read
+	// blockRecv says the link's one socket is in blocking mode, with a
+	// receive timeout of rawWait, for PollWait's first slice (see there).
+	// Every other call on it passes MSG_DONTWAIT.
+	blockRecv bool
+	blockHits atomic.Uint64 // blocking receives that returned datagrams (for tests)
 }
 
 // initWait sets up PollWait once the sockets are bound. Without an eventfd
@@ -64,6 +72,17 @@ func (l *Link) initWait() {
 	}
 	w.pfds[len(fds)] = unix.PollFd{Fd: int32(efd), Events: unix.POLLIN}
 	binary.NativeEndian.PutUint64(w.one[:], 1)
+	if len(fds) == 1 {
+		fd := int(fds[0])
+		tv := unix.NsecToTimeval(int64(rawWait))
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return
+		}
+		if err := unix.SetNonblock(fd, false); err != nil {
+			return
+		}
+		w.blockRecv = true
+	}
 }
 
 // PollWait is Poll that waits up to timeout for packets, for Wake or for
@@ -97,8 +116,42 @@ func (l *Link) PollWait(timeout time.Duration, ready func() bool) (int, bool) {
 	// other goroutines wait for up to rawWait. With more Ps the hand-off
 	// does not happen and holding one measured slower.
 	timeout = max(timeout, 0)
+	one := runtime.GOMAXPROCS(0) == 1
+	// With one socket the first slice sleeps in the receive itself: a
+	// blocking recvmmsg (the socket's timeout is rawWait) returns with the
+	// datagrams, where ppoll returns and a recvmmsg follows. It does not
+	// watch the eventfd, and need not: holding the only P, this goroutine
+	// is the only one of the process that can run until the slice ends, so
+	// no Wake or Close can come meanwhile. (One that comes between the
+	// ready check above and the receive, if this goroutine is preempted
+	// there, is seen by the ppoll after the slice: up to rawWait late.)
+	// Sleeping so measured 55.6 us against 64.8 a SEND round trip (two
+	// pinned processes, -e, medians of six alternated pairs).
+	blocked := false
+	if one && w.blockRecv && timeout >= rawWait {
+		blocked = true
+		sk := l.socks[0]
+		rx := sk.rx.Load()
+		if k, ok := rx.r.recvmmsgWait(uintptr(w.pfds[0].Fd)); ok {
+			w.inPoll.Store(false)
+			n := 0
+			if k > 0 {
+				w.blockHits.Add(1)
+				n = l.process(sk, rx)
+				if k == len(rx.r.hdrs) {
+					n += l.drain(sk, uintptr(w.pfds[0].Fd))
+				}
+			}
+			return n, true
+		}
+		timeout -= rawWait // nothing came: the rest in ppoll
+		if timeout == 0 {
+			w.inPoll.Store(false)
+			return 0, true
+		}
+	}
 	var err error
-	if first := min(timeout, rawWait); runtime.GOMAXPROCS(0) == 1 && first > 0 {
+	if first := min(timeout, rawWait); one && !blocked && first > 0 {
 		ts := unix.NsecToTimespec(int64(first))
 		r, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&w.pfds[0])), uintptr(len(w.pfds)),
 			uintptr(unsafe.Pointer(&ts)), 0, 0, 0)

@@ -1,6 +1,7 @@
 package udp
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,8 +12,19 @@ import (
 // TestPollWait waits for packets on the test's goroutine while the link's
 // reader goroutine also receives: every packet must arrive once and in
 // order, whichever took it, and PollWait some. It cannot wait before Start
-// or after Close; it ends by timeout, by Wake, and by ready.
+// or after Close; it ends by timeout, by Wake, and by ready. With one P the
+// wait's first slice is a blocking receive that no goroutine of the process
+// can interrupt: the sender and Wake run once it has timed out, while the
+// rest of the wait sleeps in ppoll.
 func TestPollWait(t *testing.T) {
+	t.Run("any", testPollWait)
+	t.Run("oneP", func(t *testing.T) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+		testPollWait(t)
+	})
+}
+
+func testPollWait(t *testing.T) {
 	linktest.NoLeaks(t)
 	a, b := pair4(t, Config{})
 	if _, ok := b.PollWait(time.Millisecond, nil); ok {
@@ -90,5 +102,62 @@ func TestPollWait(t *testing.T) {
 	}
 	if _, ok := b.PollWait(time.Millisecond, nil); ok {
 		t.Fatal("PollWait waited on a closed link")
+	}
+}
+
+// TestPollWaitBlockingReceive: in a process with one P, a link with one
+// socket sleeps the first slice of a wait in a blocking recvmmsg
+// (waitState.blockRecv). Datagrams queued before the wait are received
+// and handled by it; a wait with nothing to receive lasts its timeout,
+// the blocking slice's and the ppoll's after it; sends and Wake, which
+// pass MSG_DONTWAIT or write the eventfd, work on the blocking socket.
+func TestPollWaitBlockingReceive(t *testing.T) {
+	linktest.NoLeaks(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	a, b := pair4(t, Config{})
+	if !b.wait.blockRecv {
+		t.Fatal("a link with one socket did not set up the blocking receive")
+	}
+	rx := collect(t, b)
+	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+	const per = 8
+	waited, seq := 0, uint32(0)
+	for round := 0; round < 200 && (waited == 0 || round < 20); round++ {
+		// Sent from this goroutine, then waited for at once: the reader,
+		// parked in the network poller, only runs when this goroutine
+		// gives the P up, so the wait usually finds the datagrams queued.
+		pkts := linktest.MakePackets(seq, per, 200, src, dst)
+		if err := a.Send(pkts); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts {
+			link.Put(p)
+		}
+		seq += per
+		deadline := time.Now().Add(linktest.Timeout)
+		for rx.Len() < int(seq) && time.Now().Before(deadline) {
+			n, _ := b.PollWait(time.Second, nil)
+			waited += n
+		}
+	}
+	waitInOrder(t, rx, seq, src, dst)
+	if waited == 0 || b.wait.blockHits.Load() == 0 {
+		t.Fatalf("PollWait took %d of %d packets, %d blocking receives returned some", waited, seq, b.wait.blockHits.Load())
+	}
+	if st := b.Stats(); st.RxMalformed != 0 {
+		t.Fatalf("%d malformed datagrams counted", st.RxMalformed)
+	}
+
+	// Nothing comes: the wait lasts the blocking slice and the rest.
+	for {
+		start := time.Now()
+		n, ok := b.PollWait(rawWait+20*time.Millisecond, nil)
+		if !ok || n != 0 {
+			continue // a reader held the lock, or a late datagram came
+		}
+		if d := time.Since(start); d < rawWait+20*time.Millisecond {
+			t.Fatalf("an empty wait of %v returned after %v", rawWait+20*time.Millisecond, d)
+		}
+		break
 	}
 }
