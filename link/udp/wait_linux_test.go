@@ -148,16 +148,21 @@ func TestPollWaitBlockingReceive(t *testing.T) {
 		t.Fatalf("%d malformed datagrams counted", st.RxMalformed)
 	}
 
-	// Nothing comes: the wait lasts the blocking slice and the rest.
-	for {
+	// Nothing comes: the wait lasts the blocking slice and the rest. A
+	// signal (the runtime preempting a goroutine it sees running for long,
+	// as the blocking receive looks to it) ends a wait early, as it ends a
+	// ppoll: the caller waits again. One wait in 20 must last.
+	const d = rawWait + 20*time.Millisecond
+	var took []time.Duration
+	for len(took) < 20 {
 		start := time.Now()
-		n, ok := b.PollWait(rawWait+20*time.Millisecond, nil)
+		n, ok := b.PollWait(d, nil)
 		if !ok || n != 0 {
 			continue // a reader held the lock, or a late datagram came
 		}
-		if d := time.Since(start); d < rawWait+20*time.Millisecond {
-			t.Fatalf("an empty wait of %v returned after %v", rawWait+20*time.Millisecond, d)
+		if took = append(took, time.Since(start)); took[len(took)-1] >= d {
+			return
 		}
-		break
 	}
+	t.Fatalf("every empty wait of %v returned early: %v", d, took)
 }
