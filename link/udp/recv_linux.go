@@ -66,14 +66,14 @@ const groMax = 65535
 // that size.
 const groMsgs = 8
 
-// groOverflow is the overflow room of one socket's receiver with GRO,
-// allocated when the socket is opened so that no reader allocates
-// megabytes while traffic has started.
 // sendFlags are the flags of every sendmmsg: a link's socket may be in
 // blocking mode (waitState.blockRecv), and a full send buffer must still
 // send the caller to the poller rather than block the thread.
 const sendFlags = unix.MSG_DONTWAIT
 
+// groOverflow is the overflow room of one socket's receiver with GRO,
+// allocated when the socket is opened so that no reader allocates
+// megabytes while traffic has started.
 func groOverflow() []byte { return make([]byte, groMsgs*(groMax-link.BufSize+1)) }
 
 func newReceiver(rc syscall.RawConn, pkts []*link.Packet, over []byte) *receiver {
