@@ -54,6 +54,24 @@ type Packet struct {
 	// IB is the packet's InfiniBand addressing, for links that are IB
 	// ports (InfiniBand); other links ignore it and leave it zero.
 	IB IBAddr
+	// Ext, if not nil, is part of the packet kept outside Buf: its payload,
+	// read where it lies (registered memory) instead of copied into Buf.
+	// The packet is then Buf[:ExtAt], Ext, Buf[ExtAt:N] (headers, payload,
+	// pad and ICRC), Len bytes; Data is not its bytes. Only a link that
+	// sends such packets (ExtSender) is given them, and only on send.
+	Ext   []byte
+	ExtAt int
+}
+
+// Len returns the packet's length: N, and Ext's bytes if any.
+func (p *Packet) Len() int { return p.N + len(p.Ext) }
+
+// ExtSender is a Link whose Send takes packets with a payload outside Buf
+// (Packet.Ext) and sends them from where they are, as one datagram each,
+// with no copy of its own; the kernel copies the payload into the socket
+// buffer straight from there.
+type ExtSender interface {
+	SendsExt() bool
 }
 
 // IBAddr is the InfiniBand addressing of a packet: what an IB link writes
@@ -132,6 +150,7 @@ var pool = sync.Pool{New: func() any { return &Packet{Buf: make([]byte, BufSize)
 func Get() *Packet {
 	p := pool.Get().(*Packet)
 	p.N = 0
+	p.Ext, p.ExtAt = nil, 0
 	p.Src, p.Dst = netip.AddrPort{}, netip.AddrPort{}
 	p.TClass = 0
 	p.IB = IBAddr{}
@@ -139,10 +158,16 @@ func Get() *Packet {
 }
 
 // Clone returns a packet from the shared pool holding a copy of p: its
-// bytes, endpoints, traffic class and IB addressing.
+// bytes (Ext's too, in Buf), endpoints, traffic class and IB addressing.
 func Clone(p *Packet) *Packet {
 	q := Get()
-	q.N = copy(q.Buf, p.Data())
+	if p.Ext != nil {
+		n := copy(q.Buf, p.Buf[:p.ExtAt])
+		n += copy(q.Buf[n:], p.Ext)
+		q.N = n + copy(q.Buf[n:], p.Buf[p.ExtAt:p.N])
+	} else {
+		q.N = copy(q.Buf, p.Data())
+	}
 	q.Src, q.Dst, q.TClass, q.IB = p.Src, p.Dst, p.TClass, p.IB
 	return q
 }
@@ -153,6 +178,7 @@ func Put(p *Packet) {
 		return
 	}
 	p.Buf = p.Buf[:BufSize]
+	p.Ext = nil // no reference to registered memory from the pool
 	pool.Put(p)
 }
 

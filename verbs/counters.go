@@ -101,7 +101,7 @@ func (d *Device) Counters() []Counter {
 		{"rx_pkey_drop", &s.RxPKeyDrop}, {"rx_qkey_drop", &s.RxQKeyDrop},
 		{"rx_duplicate", &s.RxDuplicate}, {"rx_out_of_seq", &s.RxOutOfSeq},
 		{"rx_duplicate_dropped", &s.RxDuplicateDropped}, {"rx_resp_queue_full", &s.RxRespQueueFull},
-		{"tx_deferred", &s.TxDeferred}, {"tx_budget_waits", &s.TxBudgetWaits},
+		{"tx_deferred", &s.TxDeferred}, {"tx_from_mr", &s.TxFromMR}, {"tx_budget_waits", &s.TxBudgetWaits},
 		{"tx_retry_timeouts", &s.TxRetryTimeouts},
 	} {
 		cs = append(cs, Counter{c.name, c.v.Load()})

@@ -224,6 +224,9 @@ type Device struct {
 	poller   link.Poller // the link, if it can receive on a caller's goroutine
 	waiter   link.Waiter // the link, if CQ.Wait receives on the waiter's goroutine
 	pollRecv bool        // CQ.Poll receives when empty: a link.Poller, not Options.NoPollReceive
+	// extSend says the link sends a payload from registered memory
+	// (link.ExtSender): requests carry theirs as a view of it (send.go).
+	extSend bool
 
 	portDown atomic.Bool // the link reported itself down
 	portMu   sync.Mutex  // orders state changes with their events
@@ -259,6 +262,10 @@ type DeviceStats struct {
 	// TxDeferred counts posts to a streaming QP whose packets were left
 	// for the device's pacer to send (see QP.PostSend).
 	TxDeferred atomic.Uint64
+	// TxFromMR counts request and READ response packets whose payload the
+	// link sent from the registered memory itself rather than from a copy
+	// in the packet (link.ExtSender: link/udp).
+	TxFromMR atomic.Uint64
 	// TxBudgetWaits counts the times a QP had packets to send and the
 	// device's in-flight bound (Options.MaxInflight) had no room.
 	TxBudgetWaits atomic.Uint64
@@ -326,6 +333,9 @@ func Open(l link.Link, opts *Options) (*Device, error) {
 	}
 	if w, ok := l.(link.Waiter); ok && !o.NoWaitReceive {
 		d.waiter = w
+	}
+	if e, ok := l.(link.ExtSender); ok && e.SendsExt() {
+		d.extSend = true
 	}
 	switch {
 	case o.MaxInflight == 0:

@@ -192,7 +192,12 @@ func (qp *QP) readPacketsLocked(a *readAnswer, max int) int {
 				qp.responderErrorLocked(a.psn, wire.NAKRemoteAccess, 0, EventQPAccessErr)
 				return k
 			}
-			copy(p.Buf[hl:], src)
+			if m >= extMin && qp.dev.extSend {
+				p.Ext, p.ExtAt = src[:m:m], hl // sent from the MR (send.go, extMin)
+				qp.dev.stats.TxFromMR.Add(1)
+			} else {
+				copy(p.Buf[hl:], src)
+			}
 		}
 		qp.finishPacketLocked(p, hl, m)
 		qp.queueLocked(p)

@@ -448,10 +448,13 @@ func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
 }
 
 // finishPacketLocked pads a packet whose headers and n payload bytes are in
-// place and addresses it to the connected peer, with the traffic class of
-// the QP's address vector.
+// place (in Buf, or in p.Ext) and addresses it to the connected peer, with
+// the traffic class of the QP's address vector.
 func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
-	end := hl + n + wire.PadFor(n)
+	if p.Ext != nil {
+		n = 0 // the payload is outside Buf: the pad follows the headers
+	}
+	end := hl + n + wire.PadFor(n+len(p.Ext))
 	clear(p.Buf[hl+n : end])
 	p.N = end + wire.ICRCLen
 	p.Src = netip.AddrPortFrom(qp.src, qp.sport)

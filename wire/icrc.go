@@ -51,10 +51,39 @@ func ICRC(f *Framing, pkt []byte) uint32 {
 	if len(pkt) < BTHLen+ICRCLen {
 		return 0
 	}
+	crc := icrcPrefix(f, pkt[:BTHLen], len(pkt))
+	return crc32.Update(crc, crc32.IEEETable, pkt[BTHLen:len(pkt)-ICRCLen])
+}
+
+// ICRCParts is ICRC for a packet held in three parts, head, mid and tail
+// in that order (headers, a payload kept elsewhere, pad and ICRC); head
+// holds the BTH and tail the ICRC. It returns 0 if they do not.
+func ICRCParts(f *Framing, head, mid, tail []byte) uint32 {
+	if len(head) < BTHLen || len(tail) < ICRCLen {
+		return 0
+	}
+	crc := icrcPrefix(f, head[:BTHLen], len(head)+len(mid)+len(tail))
+	crc = crc32.Update(crc, crc32.IEEETable, head[BTHLen:])
+	crc = crc32.Update(crc, crc32.IEEETable, mid)
+	return crc32.Update(crc, crc32.IEEETable, tail[:len(tail)-ICRCLen])
+}
+
+// SealParts computes the ICRC of a packet in three parts (ICRCParts) and
+// stores it in the last four bytes of tail.
+func SealParts(f *Framing, head, mid, tail []byte) {
+	if len(head) < BTHLen || len(tail) < ICRCLen {
+		return
+	}
+	binary.LittleEndian.PutUint32(tail[len(tail)-ICRCLen:], ICRCParts(f, head, mid, tail))
+}
+
+// icrcPrefix is the CRC of the masked pseudo-headers and BTH of a packet of
+// size bytes (BTH through ICRC) with framing f.
+func icrcPrefix(f *Framing, bth []byte, size int) uint32 {
 	var hdr [8 + 40 + 8 + BTHLen]byte
 	copy(hdr[:8], ffPrefix[:])
 	n := 8
-	udpLen := 8 + len(pkt)
+	udpLen := 8 + size
 	src, dst := f.Src.Unmap(), f.Dst.Unmap()
 	if f.IsIPv4() {
 		h := hdr[n : n+20]
@@ -87,11 +116,10 @@ func ICRC(f *Framing, pkt []byte) uint32 {
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xff, 0xff // UDP checksum
 	n += 8
-	copy(hdr[n:], pkt[:BTHLen])
+	copy(hdr[n:], bth[:BTHLen])
 	hdr[n+4] = 0xff // FECN, BECN, reserved
 	n += BTHLen
-	crc := crcUpdate(0, hdr[:n])
-	return crc32.Update(crc, crc32.IEEETable, pkt[BTHLen:len(pkt)-ICRCLen])
+	return crcUpdate(0, hdr[:n])
 }
 
 // crcUpdate is crc32.Update with the IEEE polynomial for the short masked

@@ -149,6 +149,47 @@ func TestICRCAllocs(t *testing.T) {
 	}
 }
 
+// TestICRCParts: a packet held in three parts (headers, a payload kept
+// elsewhere, pad and ICRC) gets the ICRC the whole packet gets, whatever
+// the split, and SealParts writes it where Seal does; parts that cannot
+// hold a BTH and an ICRC give 0 and are left alone. It does not allocate.
+func TestICRCParts(t *testing.T) {
+	payload := make([]byte, 301)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	pkt := build(t, sampleHeaders(wire.RCWriteFirst), payload)
+	for _, f := range []wire.Framing{framing4, framing6} {
+		want := wire.ICRC(&f, pkt)
+		for a := wire.BTHLen; a <= len(pkt)-wire.ICRCLen; a++ {
+			for b := a; b <= len(pkt)-wire.ICRCLen; b += 17 {
+				head, mid := pkt[:a], slices.Clone(pkt[a:b])
+				tail := slices.Clone(pkt[b:])
+				if got := wire.ICRCParts(&f, head, mid, tail); got != want {
+					t.Fatalf("%v: split at %d and %d: ICRC %#x, want %#x", f.Src, a, b, got, want)
+				}
+				clear(tail[len(tail)-wire.ICRCLen:])
+				wire.SealParts(&f, head, mid, tail)
+				if whole := slices.Concat(head, mid, tail); !wire.VerifyICRC(&f, whole) {
+					t.Fatalf("%v: split at %d and %d: SealParts wrote no valid ICRC", f.Src, a, b)
+				}
+			}
+		}
+	}
+	if got := wire.ICRCParts(&framing4, pkt[:wire.BTHLen-1], nil, pkt[wire.BTHLen-1:]); got != 0 {
+		t.Errorf("a head shorter than a BTH: %#x", got)
+	}
+	short := []byte{1, 2, 3}
+	wire.SealParts(&framing4, pkt[:wire.BTHLen], pkt[wire.BTHLen:], short)
+	if got := wire.ICRCParts(&framing4, pkt[:wire.BTHLen], pkt[wire.BTHLen:], short); got != 0 || short[0] != 1 || short[2] != 3 {
+		t.Errorf("a tail shorter than an ICRC: %#x, tail %v", got, short)
+	}
+	head, mid, tail := pkt[:40], pkt[40:300], pkt[300:]
+	if a := testing.AllocsPerRun(100, func() { wire.SealParts(&framing4, head, mid, tail) }); a != 0 {
+		t.Errorf("SealParts allocates %v times", a)
+	}
+}
+
 func BenchmarkICRC(b *testing.B) {
 	for _, size := range []int{64, 1024, 4096} {
 		for _, f := range []wire.Framing{framing4, framing6} {

@@ -29,6 +29,38 @@ func (t *Table) Gather(dst []byte, pd PD, sges []SGE, off int) error {
 	return t.copySGEs(dst, pd, sges, off, false)
 }
 
+// View returns the n bytes at byte offset off of the message described by
+// sges as the registered memory itself, not a copy, if they lie within one
+// SGE: a sender may then hand them to the kernel where they are. That SGE
+// is checked whole with Local, as Gather checks each SGE it reaches, and a
+// failed check is returned as Gather would return it. If the bytes span
+// SGEs, or the list is shorter than off+n, or n < 1, View returns ok false
+// and checks nothing: the caller gathers a copy (and gets Gather's errors).
+// It allocates nothing.
+func (t *Table) View(pd PD, sges []SGE, off, n int) (b []byte, ok bool, err error) {
+	if off < 0 || n < 1 {
+		return nil, false, nil
+	}
+	skip := uint64(off)
+	for i := range sges {
+		s := &sges[i]
+		l := uint64(s.Length)
+		if skip >= l {
+			skip -= l
+			continue
+		}
+		if skip+uint64(n) > l {
+			return nil, false, nil
+		}
+		mem, err := t.local(s.LKey, pd, s.Addr, l, 0)
+		if err != nil {
+			return nil, true, err
+		}
+		return mem[skip : skip+uint64(n) : skip+uint64(n)], true, nil
+	}
+	return nil, false, nil
+}
+
 // Scatter copies src into the message described by the concatenation of
 // sges, starting at byte offset off. Every SGE region must have LocalWrite.
 //

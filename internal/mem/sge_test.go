@@ -177,6 +177,83 @@ func TestGatherScatterErrors(t *testing.T) {
 	}
 }
 
+// TestViewVsGather: View gives the registered memory itself for a range in
+// one SGE (the bytes Gather copies, at the reference's addresses), and
+// declines, checking nothing, a range across SGEs, past the list or empty;
+// a range in one SGE whose check fails gives Gather's error.
+func TestViewVsGather(t *testing.T) {
+	e := newSGEEnv(t)
+	rng := rand.New(rand.NewPCG(2, 2))
+	for name, sges := range map[string][]SGE{
+		"1 SGE":           {e.sge(0, 5, 50)},
+		"2 SGEs":          {e.sge(1, 100, 30), e.sge(0, 0, 21)},
+		"16 SGEs":         e.randomSGEs(rng, 16, 9),
+		"with empty SGEs": {e.sge(0, 0, 0), e.sge(1, 3, 4), e.sge(1, 200, 0), e.sge(0, envSize-5, 5)},
+		"none":            nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e.reset()
+			ptrs := e.ref(sges)
+			// ends[k] is where SGE k's bytes end in the message.
+			var ends []int
+			end := 0
+			for _, s := range sges {
+				end += int(s.Length)
+				ends = append(ends, end)
+			}
+			oneSGE := func(off, n int) bool {
+				for k, s := range sges {
+					if begin := ends[k] - int(s.Length); off >= begin && off < ends[k] {
+						return off+n <= ends[k]
+					}
+				}
+				return false
+			}
+			for off := -1; off <= len(ptrs)+1; off++ {
+				for n := -1; off+n <= len(ptrs)+1; n++ {
+					b, ok, err := e.tb.View(1, sges, off, n)
+					want := off >= 0 && n >= 1 && off+n <= len(ptrs) && oneSGE(off, n)
+					if ok != want || err != nil {
+						t.Fatalf("off %d n %d: ok %v err %v, want ok %v", off, n, ok, err, want)
+					}
+					if !ok {
+						continue
+					}
+					if len(b) != n || cap(b) != n || &b[0] != ptrs[off] || &b[n-1] != ptrs[off+n-1] {
+						t.Fatalf("off %d n %d: a view of %d bytes that is not the memory", off, n, len(b))
+					}
+					g := make([]byte, n)
+					if err := e.tb.Gather(g, 1, sges, off); err != nil || !bytes.Equal(g, b) {
+						t.Fatalf("off %d n %d: Gather %v %x, View %x", off, n, err, g, b)
+					}
+				}
+			}
+		})
+	}
+	good := e.sge(0, 0, 10)
+	for _, tc := range []struct {
+		name string
+		sges []SGE
+		pd   PD
+		want error
+	}{
+		{"bad key", []SGE{{Addr: 0, Length: 10, LKey: 0xbad}}, 1, ErrKey},
+		{"wrong PD", []SGE{good}, 2, ErrPD},
+		{"SGE partly out of bounds", []SGE{e.sge(0, envSize-5, 10)}, 1, ErrBounds},
+	} {
+		if _, ok, err := e.tb.View(tc.pd, tc.sges, 0, 2); !ok || err != tc.want {
+			t.Errorf("%s: View ok %v err %v, want %v", tc.name, ok, err, tc.want)
+		}
+		if err := e.tb.Gather(make([]byte, 2), tc.pd, tc.sges, 0); err != tc.want {
+			t.Errorf("%s: Gather %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	sges := []SGE{e.sge(0, 0, 100), e.sge(1, 10, 100)}
+	if a := testing.AllocsPerRun(100, func() { _, _, _ = e.tb.View(1, sges, 120, 50) }); a != 0 {
+		t.Errorf("View allocates %v times", a)
+	}
+}
+
 func TestTotalLength(t *testing.T) {
 	if n := TotalLength(nil); n != 0 {
 		t.Errorf("TotalLength(nil) = %d", n)

@@ -1,15 +1,18 @@
 package udp
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/net/ipv4"
 
 	"github.com/softrdma/softrdma/link"
 	"github.com/softrdma/softrdma/link/linktest"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // gsoBatch is a batch as a message's packets look: runs of one size to
@@ -158,4 +161,86 @@ func TestGSOFallback(t *testing.T) {
 	if rc.refused != 1 {
 		t.Errorf("segmentation tried again after the kernel refused it")
 	}
+}
+
+// toExt moves the bytes of p between at and its last tail bytes out of its
+// buffer into a slice of their own (link.Packet.Ext), as a device sending
+// a payload from registered memory does, and returns that slice.
+func toExt(p *link.Packet, at, tail int) []byte {
+	ext := bytes.Clone(p.Buf[at : p.N-tail])
+	n := at + copy(p.Buf[at:], p.Buf[p.N-tail:p.N])
+	clear(p.Buf[n:p.N])
+	p.Ext, p.ExtAt, p.N = ext, at, n
+	return ext
+}
+
+// TestSendExt: packets whose payload lies outside their buffer
+// (link.Packet.Ext) arrive whole, sealed, in order, in GSO runs with
+// packets that have none and alone; with a seal hook (a fault link's) the
+// payload is copied into the buffer first, so that a hook that changes the
+// bytes never writes where the payload came from; a packet whose Ext
+// leaves no room for the headers or the ICRC is refused and counted.
+func TestSendExt(t *testing.T) {
+	linktest.NoLeaks(t)
+	a, b := pair4(t, Config{})
+	if !a.SendsExt() {
+		t.Fatal("the UDP link does not take payloads outside the buffer")
+	}
+	rx := collect(t, b)
+	src, dst := linktest.Endpoint(a), linktest.Endpoint(b)
+	const per, size = 24, 200 // waitInOrder checks 200-byte packets
+	seq := uint32(0)
+	// send sends per packets, two in three with their payload outside the
+	// buffer (so that runs mix both kinds), and returns those payloads and
+	// copies of them made before the send.
+	send := func() (exts, kept [][]byte) {
+		t.Helper()
+		pkts := linktest.MakePackets(seq, per, size, src, dst)
+		for i, p := range pkts {
+			if i%3 != 2 {
+				e := toExt(p, 40+i%5, 4+i%4)
+				exts, kept = append(exts, e), append(kept, bytes.Clone(e))
+			}
+		}
+		if err := a.Send(pkts); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pkts {
+			link.Put(p)
+		}
+		seq += per
+		return exts, kept
+	}
+	send()
+	waitInOrder(t, rx, seq, src, dst)
+	if st := a.Stats(); st.TxGSOBatches == 0 || st.TxPackets != per {
+		t.Fatalf("sent %d packets in %d GSO runs, want %d in some", st.TxPackets, st.TxGSOBatches, per)
+	}
+
+	// A hook that corrupts what it is given (as link/fault does): the
+	// payloads outside the buffers stay as they were.
+	a.SetSealHook(func(b []byte) { b[len(b)-1] ^= 0xff })
+	exts, kept := send()
+	a.SetSealHook(nil)
+	for i := range exts {
+		if !bytes.Equal(exts[i], kept[i]) {
+			t.Fatalf("the hook's change reached payload %d outside the buffer", i)
+		}
+	}
+	// b drops them all: their ICRCs were spoilt after sealing.
+	deadline := time.Now().Add(linktest.Timeout)
+	for b.Stats().RxBadICRC < per && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := b.Stats().RxBadICRC; n != per {
+		t.Fatalf("%d packets dropped for their ICRC, want %d", n, per)
+	}
+
+	p := linktest.MakePacket(seq, size, src, dst)
+	toExt(p, wire.BTHLen-1, 4)
+	errs := a.Stats().TxErrors
+	if err := a.Send([]*link.Packet{p}); err == nil || a.Stats().TxErrors != errs+1 {
+		t.Fatalf("a packet with its BTH outside the buffer: %v, %d errors", err, a.Stats().TxErrors-errs)
+	}
+	link.Put(p)
 }

@@ -41,7 +41,10 @@ func newBatchConn(c *net.UDPConn, is4 bool) batchConn {
 // bufs[i:i+1] and its Addr is &addrs[i], whose IP points into ips[i].
 type sendScratch struct {
 	msgs  []ipv4.Message
-	bufs  [][]byte
+	bufs  [][]byte // batch[i]'s bytes, or its head if it has an Ext
+	ext   [][]byte // batch[i].Ext, and the pad and ICRC behind it (nil without)
+	tail  [][]byte
+	size  []int // batch[i]'s length
 	addrs []net.UDPAddr
 	ips   [][16]byte
 	fr    []wire.Framing // how batch[i] is framed, for its ICRC
@@ -67,7 +70,10 @@ func (s *sendScratch) grow(n int) {
 	s.outAt = make([]int, 0, c)
 	s.idx = make([]int, 0, c)
 	s.bufs = make([][]byte, c)
-	s.gbufs = make([][]byte, 0, c)
+	s.ext = make([][]byte, c)
+	s.tail = make([][]byte, c)
+	s.size = make([]int, c)
+	s.gbufs = make([][]byte, 0, 3*c) // a packet with an Ext is three
 	s.oob = make([]byte, 0, c*(gsoSpace+tosSpace))
 	s.addrs = make([]net.UDPAddr, c)
 	s.ips = make([][16]byte, c)
@@ -163,6 +169,8 @@ func (l *Link) SetSealHook(f func(b []byte)) {
 // returns it to the pool.
 func (l *Link) release(s *sendScratch) {
 	clear(s.bufs[:len(s.msgs)])
+	clear(s.ext[:len(s.msgs)])
+	clear(s.tail[:len(s.msgs)])
 	clear(s.gbufs)
 	clear(s.out)
 	s.gbufs, s.out = s.gbufs[:0], s.out[:0]
@@ -187,6 +195,9 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 		}
 		return nil, fmt.Errorf("udp: send: packet length %d is not in [%d, buffer size]", n, wire.BTHLen+wire.ICRCLen)
 	}
+	if p.Ext != nil && (p.ExtAt < wire.BTHLen || p.N-p.ExtAt < wire.ICRCLen || p.N-p.ExtAt > maxTail || p.Len() > len(p.Buf)) {
+		return nil, fmt.Errorf("udp: send: a payload outside the buffer at %d of %d bytes (%d outside) is not between the headers and the pad and ICRC", p.ExtAt, p.N, len(p.Ext))
+	}
 	dst := p.Dst.Addr().Unmap()
 	if !dst.IsValid() || p.Dst.Port() == 0 {
 		return nil, fmt.Errorf("udp: send: %w: destination %s", link.ErrAddress, p.Dst)
@@ -204,7 +215,18 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 
 	s.tc[i] = p.TClass
 	m := &s.msgs[i]
-	s.bufs[i] = p.Data()
+	if p.Ext != nil && l.hook.Load() != nil {
+		// A seal hook may change the bytes (a fault link corrupts them),
+		// which must not reach registered memory: the payload is copied
+		// into the buffer first, as without Ext.
+		flatten(p)
+	}
+	if p.Ext != nil {
+		s.bufs[i], s.ext[i], s.tail[i] = p.Buf[:p.ExtAt], p.Ext, p.Buf[p.ExtAt:p.N]
+	} else {
+		s.bufs[i], s.ext[i], s.tail[i] = p.Data(), nil, nil
+	}
+	s.size[i] = p.Len()
 	ua := &s.addrs[i]
 	s.ips[i] = dst.As16()
 	if sk.is4 {
@@ -269,11 +291,11 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 	}
 	for j := 0; j < len(idx); {
 		i := idx[j]
-		size := len(s.bufs[i])
+		size := s.size[i]
 		k, total := 1, size
 		for gso && j+k < len(idx) && k < gsoMaxSegments {
 			n := idx[j+k]
-			ln := len(s.bufs[n])
+			ln := s.size[n]
 			if ln > size || total+ln > maxBytes || s.ips[n] != s.ips[i] || s.addrs[n].Port != s.addrs[i].Port || s.addrs[n].Zone != s.addrs[i].Zone || s.tc[n] != s.tc[i] {
 				break
 			}
@@ -284,22 +306,36 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 			}
 		}
 		hook := l.hook.Load()
+		exts := false
 		for r := range k {
 			n := idx[j+r]
 			s.fr[n].IPv4ID = uint16(r)
-			wire.Seal(&s.fr[n], s.bufs[n])
-			if hook != nil {
-				(*hook)(s.bufs[n])
+			if s.ext[n] == nil {
+				wire.Seal(&s.fr[n], s.bufs[n])
+				if hook != nil {
+					(*hook)(s.bufs[n])
+				}
+				continue
 			}
+			exts = true
+			wire.SealParts(&s.fr[n], s.bufs[n], s.ext[n], s.tail[n])
 		}
 		m := s.msgs[i]
 		o := len(s.oob)
-		if k > 1 {
+		if k > 1 || exts {
+			// The I/O vectors of the run: a packet's bytes, or its head,
+			// payload and tail.
 			g := len(s.gbufs)
 			for r := range k {
-				s.gbufs = append(s.gbufs, s.bufs[idx[j+r]])
+				n := idx[j+r]
+				s.gbufs = append(s.gbufs, s.bufs[n])
+				if s.ext[n] != nil {
+					s.gbufs = append(s.gbufs, s.ext[n], s.tail[n])
+				}
 			}
-			m.Buffers = s.gbufs[g : g+k : g+k]
+			m.Buffers = s.gbufs[g:len(s.gbufs):len(s.gbufs)]
+		}
+		if k > 1 {
 			s.oob = append(s.oob, putGSO(s.oob[len(s.oob):len(s.oob)+gsoSpace], size)...)
 		}
 		if tc := s.tc[i]; tc != 0 {
@@ -331,12 +367,13 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 			n = 0
 		}
 		var pkts, bytes, gso uint64 // counted once per call, not per packet
-		for _, m := range msgs[done : done+n] {
-			pkts += uint64(len(m.Buffers))
-			for _, b := range m.Buffers {
+		for k := done; k < done+n; k++ {
+			c := s.runLen(k, len(idx))
+			pkts += uint64(c)
+			for _, b := range msgs[k].Buffers {
 				bytes += uint64(len(b))
 			}
-			if len(m.Buffers) > 1 {
+			if c > 1 {
 				gso++
 			}
 		}
@@ -362,7 +399,7 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 			l.ctr.TxErrors.Add(uint64(len(idx) - s.outAt[done]))
 			return cmp(first, link.ErrClosed)
 		}
-		if len(msgs[done].Buffers) > 1 && gsoRefused(err) {
+		if s.runLen(done, len(idx)) > 1 && gsoRefused(err) {
 			// Resend the rest without segmentation, sealed anew for
 			// Identification 0. Rare: the slice is the caller's idx.
 			sk.gso.Store(false)
@@ -375,13 +412,40 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 		}
 		// sendmmsg reports an error only for the first message it could not
 		// send: count its packets as lost and go on with the rest.
-		l.ctr.TxErrors.Add(uint64(len(msgs[done].Buffers)))
+		l.ctr.TxErrors.Add(uint64(s.runLen(done, len(idx))))
 		first = cmp(first, fmt.Errorf("udp: send from %s to %v: %w", sk.local, msgs[done].Addr, err))
 		l.log.Debug("udp: send failed", "from", sk.local, "to", msgs[done].Addr, "err", err)
 		done++
 	}
 	return first
 }
+
+// maxTail bounds what follows a packet's Ext in its buffer: pad and ICRC.
+const maxTail = 16
+
+// flatten moves a packet's Ext into its buffer, between its head and its
+// tail (prepare checked that it fits).
+func flatten(p *link.Packet) {
+	var tail [maxTail]byte
+	t := copy(tail[:], p.Buf[p.ExtAt:p.N])
+	n := p.ExtAt + copy(p.Buf[p.ExtAt:], p.Ext)
+	p.N = n + copy(p.Buf[n:], tail[:t])
+	p.Ext, p.ExtAt = nil, 0
+}
+
+// runLen returns the number of packets message k of s.out carries, of
+// the n packets the messages carry.
+func (s *sendScratch) runLen(k, n int) int {
+	if k+1 < len(s.outAt) {
+		return s.outAt[k+1] - s.outAt[k]
+	}
+	return n - s.outAt[k]
+}
+
+// SendsExt reports that Send takes packets with a payload outside their
+// buffer (link.ExtSender): the payload is one more I/O vector of the
+// message (and of a GSO run's), so the kernel copies it from where it is.
+func (l *Link) SendsExt() bool { return true }
 
 // deliver hands the accepted packets among pkts (ok says which) to h as one
 // batch, then returns every one of pkts to the pool (the Handler may not
