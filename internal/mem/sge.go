@@ -41,24 +41,34 @@ func (t *Table) View(pd PD, sges []SGE, off, n int) (b []byte, ok bool, err erro
 	if off < 0 || n < 1 {
 		return nil, false, nil
 	}
-	skip := uint64(off)
-	for i := range sges {
-		s := &sges[i]
-		l := uint64(s.Length)
-		if skip >= l {
-			skip -= l
-			continue
-		}
-		if skip+uint64(n) > l {
-			return nil, false, nil
-		}
-		mem, err := t.local(s.LKey, pd, s.Addr, l, 0)
-		if err != nil {
-			return nil, true, err
-		}
-		return mem[skip : skip+uint64(n) : skip+uint64(n)], true, nil
+	i, skip := seek(sges, uint64(off))
+	if i == len(sges) {
+		return nil, false, nil
 	}
-	return nil, false, nil
+	s := &sges[i]
+	l := uint64(s.Length)
+	if skip+uint64(n) > l {
+		return nil, false, nil
+	}
+	mem, err := t.local(s.LKey, pd, s.Addr, l, 0)
+	if err != nil {
+		return nil, true, err
+	}
+	return mem[skip : skip+uint64(n) : skip+uint64(n)], true, nil
+}
+
+// seek returns the index of the SGE that holds byte off of the message
+// sges describe, and off's offset in it; len(sges) if the message is no
+// longer than off. SGEs of length zero hold no byte.
+func seek(sges []SGE, off uint64) (int, uint64) {
+	for i := range sges {
+		l := uint64(sges[i].Length)
+		if off < l {
+			return i, off
+		}
+		off -= l
+	}
+	return len(sges), off
 }
 
 // Scatter copies src into the message described by the concatenation of
@@ -89,12 +99,12 @@ func (t *Table) copySGEs(buf []byte, pd PD, sges []SGE, off int, write bool) err
 	if write {
 		need = LocalWrite
 	}
-	for i := range sges {
+	first, skip := seek(sges, skip)
+	for i := first; i < len(sges); i++ {
 		s := &sges[i]
 		l := uint64(s.Length)
-		if skip >= l {
-			skip -= l
-			continue
+		if l == 0 {
+			continue // looked at by no one (rxe's copy_data)
 		}
 		mem, err := t.local(s.LKey, pd, s.Addr, l, need)
 		if err != nil {
