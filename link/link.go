@@ -161,15 +161,25 @@ func Get() *Packet {
 // bytes (Ext's too, in Buf), endpoints, traffic class and IB addressing.
 func Clone(p *Packet) *Packet {
 	q := Get()
-	if p.Ext != nil {
-		n := copy(q.Buf, p.Buf[:p.ExtAt])
-		n += copy(q.Buf[n:], p.Ext)
-		q.N = n + copy(q.Buf[n:], p.Buf[p.ExtAt:p.N])
-	} else {
-		q.N = copy(q.Buf, p.Data())
-	}
+	q.N = copy(q.Buf, p.Data())
+	q.Ext, q.ExtAt = p.Ext, p.ExtAt
+	q.Flatten()
 	q.Src, q.Dst, q.TClass, q.IB = p.Src, p.Dst, p.TClass, p.IB
 	return q
+}
+
+// Flatten moves a packet's Ext into Buf, between the headers and what
+// follows them there, so that Data is the packet's bytes again. Buf must
+// have room for Len bytes.
+func (p *Packet) Flatten() {
+	if p.Ext == nil {
+		return
+	}
+	end := p.ExtAt + len(p.Ext)
+	t := copy(p.Buf[end:], p.Buf[p.ExtAt:p.N]) // (copy moves overlapping bytes right)
+	copy(p.Buf[p.ExtAt:], p.Ext)
+	p.N = end + t
+	p.Ext, p.ExtAt = nil, 0
 }
 
 // Put returns a packet to the shared pool. The caller must not use it again.

@@ -46,3 +46,41 @@ func TestClone(t *testing.T) {
 	link.Put(p)
 	link.Put(q)
 }
+
+// TestFlatten: a packet whose payload lies outside its buffer (Ext) is made
+// whole by Flatten, in place, and by Clone, in the copy, leaving the
+// original as it was; a packet without Ext is left alone.
+func TestFlatten(t *testing.T) {
+	whole := make([]byte, 300)
+	for i := range whole {
+		whole[i] = byte(i*5 + 1)
+	}
+	split := func() *link.Packet {
+		p := link.Get()
+		p.N = copy(p.Buf, whole[:40])
+		p.N += copy(p.Buf[p.N:], whole[293:]) // pad and ICRC behind the headers
+		p.Ext, p.ExtAt = whole[40:293], 40
+		return p
+	}
+	p := split()
+	if p.Len() != len(whole) {
+		t.Fatalf("Len %d, want %d", p.Len(), len(whole))
+	}
+	q := link.Clone(p)
+	if q.Ext != nil || string(q.Data()) != string(whole) {
+		t.Fatalf("Clone: Ext %v, %d bytes differ from the packet's", q.Ext != nil, q.N)
+	}
+	if p.Ext == nil || p.N != 47 {
+		t.Fatal("Clone changed the packet it copied")
+	}
+	p.Flatten()
+	if p.Ext != nil || p.ExtAt != 0 || string(p.Data()) != string(whole) {
+		t.Fatalf("Flatten: Ext %v, %d bytes differ from the packet's", p.Ext != nil, p.N)
+	}
+	p.Flatten()
+	if string(p.Data()) != string(whole) {
+		t.Fatal("Flatten changed a packet without Ext")
+	}
+	link.Put(p)
+	link.Put(q)
+}

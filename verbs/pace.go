@@ -193,8 +193,7 @@ func (qp *QP) readPacketsLocked(a *readAnswer, max int) int {
 				return k
 			}
 			if m >= extMin && qp.dev.extSend {
-				p.Ext, p.ExtAt = src[:m:m], hl // sent from the MR (send.go, extMin)
-				qp.dev.stats.TxFromMR.Add(1)
+				qp.dev.payloadFromMR(p, hl, src[:m:m])
 			} else {
 				copy(p.Buf[hl:], src)
 			}

@@ -451,12 +451,7 @@ func (qp *QP) sendAtomicAckLocked(psn wire.PSN, orig uint64) {
 // place (in Buf, or in p.Ext) and addresses it to the connected peer, with
 // the traffic class of the QP's address vector.
 func (qp *QP) finishPacketLocked(p *link.Packet, hl, n int) {
-	if p.Ext != nil {
-		n = 0 // the payload is outside Buf: the pad follows the headers
-	}
-	end := hl + n + wire.PadFor(n+len(p.Ext))
-	clear(p.Buf[hl+n : end])
-	p.N = end + wire.ICRCLen
+	padPacket(p, hl, n)
 	p.Src = netip.AddrPortFrom(qp.src, qp.sport)
 	p.Dst = qp.dst
 	p.TClass = qp.attr.AH.TrafficClass

@@ -278,36 +278,27 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 			copy(p.Buf[hl:hl+n], a19)
 		case w.isInline:
 			copy(p.Buf[hl:hl+n], w.inline[off:off+n])
-		case n >= extMin && qp.dev.extSend:
-			// The payload stays in the registered memory: the link hands
-			// it to the kernel from there (link.Packet.Ext), one copy
-			// fewer. A range across SGEs is gathered.
-			var view []byte
-			var ok bool
-			if view, ok, gerr = qp.dev.mrs.View(qp.pd.id, w.sgl, off, n); ok && gerr == nil {
-				p.Ext, p.ExtAt = view, hl
-				qp.dev.stats.TxFromMR.Add(1)
-				pad := wire.PadFor(n)
-				clear(p.Buf[hl : hl+pad])
-				p.N = hl + pad + wire.ICRCLen
-				break
+		default:
+			// A payload of extMin or more in one SGE stays in the
+			// registered memory (link.Packet.Ext); one across SGEs is
+			// gathered.
+			ok := false
+			if n >= extMin && qp.dev.extSend {
+				var view []byte
+				if view, ok, gerr = qp.dev.mrs.View(qp.pd.id, w.sgl, off, n); ok && gerr == nil {
+					qp.dev.payloadFromMR(p, hl, view)
+				}
 			}
 			if !ok {
 				gerr = qp.dev.mrs.Gather(p.Buf[hl:hl+n], qp.pd.id, w.sgl, off)
 			}
-		default:
-			gerr = qp.dev.mrs.Gather(p.Buf[hl:hl+n], qp.pd.id, w.sgl, off)
 		}
 		if gerr != nil {
 			link.Put(p)
 			return requester.LocalProtection
 		}
 	}
-	if p.Ext == nil {
-		end := hl + n + wire.PadFor(n)
-		clear(p.Buf[hl+n : end])
-		p.N = end + wire.ICRCLen
-	}
+	padPacket(p, hl, n)
 	p.Src = netip.AddrPortFrom(src, qp.sport)
 	p.Dst = dst
 	p.TClass = tclass
@@ -320,6 +311,25 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 // rather than copied into its packet (Device.extSend): below it the copy
 // costs less than the kernel's two more I/O vectors.
 const extMin = 1024
+
+// payloadFromMR makes b, registered memory, the payload of p, whose headers
+// end at hl: the link sends it from there (link.Packet.Ext).
+func (d *Device) payloadFromMR(p *link.Packet, hl int, b []byte) {
+	p.Ext, p.ExtAt = b, hl
+	d.stats.TxFromMR.Add(1)
+}
+
+// padPacket ends a packet whose headers end at hl and whose n payload bytes
+// follow them in Buf or lie in p.Ext: it clears the pad and sets N, the
+// ICRC's room included.
+func padPacket(p *link.Packet, hl, n int) {
+	if p.Ext != nil {
+		n = 0 // the pad follows the headers in Buf
+	}
+	end := hl + n + wire.PadFor(n+len(p.Ext))
+	clear(p.Buf[hl+n : end])
+	p.N = end + wire.ICRCLen
+}
 
 // queueLocked adds a packet to the QP's outgoing batch.
 func (qp *QP) queueLocked(p *link.Packet) {

@@ -44,7 +44,6 @@ type sendScratch struct {
 	bufs  [][]byte // batch[i]'s bytes, or its head if it has an Ext
 	ext   [][]byte // batch[i].Ext, and the pad and ICRC behind it (nil without)
 	tail  [][]byte
-	size  []int // batch[i]'s length
 	addrs []net.UDPAddr
 	ips   [][16]byte
 	fr    []wire.Framing // how batch[i] is framed, for its ICRC
@@ -72,7 +71,6 @@ func (s *sendScratch) grow(n int) {
 	s.bufs = make([][]byte, c)
 	s.ext = make([][]byte, c)
 	s.tail = make([][]byte, c)
-	s.size = make([]int, c)
 	s.gbufs = make([][]byte, 0, 3*c) // a packet with an Ext is three
 	s.oob = make([]byte, 0, c*(gsoSpace+tosSpace))
 	s.addrs = make([]net.UDPAddr, c)
@@ -195,7 +193,7 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 		}
 		return nil, fmt.Errorf("udp: send: packet length %d is not in [%d, buffer size]", n, wire.BTHLen+wire.ICRCLen)
 	}
-	if p.Ext != nil && (p.ExtAt < wire.BTHLen || p.N-p.ExtAt < wire.ICRCLen || p.N-p.ExtAt > maxTail || p.Len() > len(p.Buf)) {
+	if p.Ext != nil && (p.ExtAt < wire.BTHLen || p.N-p.ExtAt < wire.ICRCLen || p.Len() > len(p.Buf)) {
 		return nil, fmt.Errorf("udp: send: a payload outside the buffer at %d of %d bytes (%d outside) is not between the headers and the pad and ICRC", p.ExtAt, p.N, len(p.Ext))
 	}
 	dst := p.Dst.Addr().Unmap()
@@ -219,14 +217,13 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 		// A seal hook may change the bytes (a fault link corrupts them),
 		// which must not reach registered memory: the payload is copied
 		// into the buffer first, as without Ext.
-		flatten(p)
+		p.Flatten()
 	}
 	if p.Ext != nil {
 		s.bufs[i], s.ext[i], s.tail[i] = p.Buf[:p.ExtAt], p.Ext, p.Buf[p.ExtAt:p.N]
 	} else {
 		s.bufs[i], s.ext[i], s.tail[i] = p.Data(), nil, nil
 	}
-	s.size[i] = p.Len()
 	ua := &s.addrs[i]
 	s.ips[i] = dst.As16()
 	if sk.is4 {
@@ -291,11 +288,11 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 	}
 	for j := 0; j < len(idx); {
 		i := idx[j]
-		size := s.size[i]
+		size := s.size(i)
 		k, total := 1, size
 		for gso && j+k < len(idx) && k < gsoMaxSegments {
 			n := idx[j+k]
-			ln := s.size[n]
+			ln := s.size(n)
 			if ln > size || total+ln > maxBytes || s.ips[n] != s.ips[i] || s.addrs[n].Port != s.addrs[i].Port || s.addrs[n].Zone != s.addrs[i].Zone || s.tc[n] != s.tc[i] {
 				break
 			}
@@ -420,18 +417,8 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 	return first
 }
 
-// maxTail bounds what follows a packet's Ext in its buffer: pad and ICRC.
-const maxTail = 16
-
-// flatten moves a packet's Ext into its buffer, between its head and its
-// tail (prepare checked that it fits).
-func flatten(p *link.Packet) {
-	var tail [maxTail]byte
-	t := copy(tail[:], p.Buf[p.ExtAt:p.N])
-	n := p.ExtAt + copy(p.Buf[p.ExtAt:], p.Ext)
-	p.N = n + copy(p.Buf[n:], tail[:t])
-	p.Ext, p.ExtAt = nil, 0
-}
+// size returns the length of batch[i].
+func (s *sendScratch) size(i int) int { return len(s.bufs[i]) + len(s.ext[i]) + len(s.tail[i]) }
 
 // runLen returns the number of packets message k of s.out carries, of
 // the n packets the messages carry.
