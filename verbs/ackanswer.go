@@ -51,9 +51,8 @@ type ackTimer struct {
 	q     []timedAck // holds in the order they were made (so of their deadlines)
 	// closed lists the devices closing: they make no more holds.
 	closed map[*Device]bool
-	relMu  sync.Mutex     // one releaser at a time
-	spare  []timedAck     // the releaser's list, reused; guarded by relMu
-	fires  sync.WaitGroup // releases in progress
+	relMu  sync.Mutex // one releaser at a time, held through its release
+	spare  []timedAck // the releaser's list, reused; guarded by relMu
 }
 
 // timedAck is one hold: the QP and which of its holds (QP.holdSeq).
@@ -144,12 +143,10 @@ func (a *ackTimer) expire(timer bool) {
 	copy(a.q, a.q[i:])
 	clear(a.q[n:])
 	a.q = a.q[:n]
-	a.fires.Add(1)
 	a.mu.Unlock()
 	release(due, true)
 	clear(due)
 	a.spare = due[:0]
-	a.fires.Done()
 	a.relMu.Unlock()
 }
 
@@ -187,7 +184,12 @@ func (a *ackTimer) closeDevice(d *Device) {
 		}
 	}
 	a.mu.Unlock()
-	a.fires.Wait()
+	// A release in progress holds relMu to its end: wait for it (a
+	// WaitGroup here was misused: a timer's release could Add while this
+	// Waited, which the race detector caught).
+	a.relMu.Lock()
+	//lint:ignore SA2001 a barrier: a release in progress has ended
+	a.relMu.Unlock()
 	release(list, false)
 }
 
