@@ -29,7 +29,7 @@ type batchConn interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
-func newBatchConn(c *net.UDPConn, is4 bool) batchConn {
+func xnetConn(c *net.UDPConn, is4 bool) batchConn {
 	if is4 {
 		return ipv4.NewPacketConn(c)
 	}
@@ -55,7 +55,9 @@ type sendScratch struct {
 	out   []ipv4.Message
 	outAt []int    // out[k] starts at idx[outAt[k]]
 	gbufs [][]byte // the buffers of GSO runs (their Buffers point here)
+	flat  []byte   // runs of small packets, copied together
 	oob   []byte   // the messages' UDP_SEGMENT and IP_TOS/IPV6_TCLASS control messages
+	sys   sysScratch
 }
 
 func (s *sendScratch) grow(n int) {
@@ -171,6 +173,7 @@ func (l *Link) release(s *sendScratch) {
 	clear(s.tail[:len(s.msgs)])
 	clear(s.gbufs)
 	clear(s.out)
+	s.sys.release()
 	s.gbufs, s.out = s.gbufs[:0], s.out[:0]
 	l.scratch.Put(s)
 }
@@ -268,6 +271,12 @@ const (
 	gsoMaxBytes6 = 65535 - 8
 )
 
+// flatMax is the largest packet a GSO run copies into one buffer rather
+// than passing as an I/O vector of its own. Each I/O vector costs the
+// kernel some 26 ns (a run of 64 packets of 112 bytes: 5.3 us sent as 64
+// vectors, 3.7 us as one), more than copying a packet this size.
+const flatMax = 512
+
 // segment seals the packets idx of one socket and fills s.out with the
 // messages that carry them: with GSO, a run of packets to one destination
 // and of one traffic class, all of one size but the last (which may be
@@ -281,6 +290,7 @@ const (
 // segments 0, 1, 2, ... (Linux's inet_gso_segment).
 func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 	s.out, s.outAt, s.gbufs, s.oob = s.out[:0], s.outAt[:0], s.gbufs[:0], s.oob[:0]
+	s.flat = s.flat[:0]
 	gso := sk.gso.Load()
 	maxBytes := gsoMaxBytes6
 	if sk.is4 {
@@ -319,7 +329,17 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 		}
 		m := s.msgs[i]
 		o := len(s.oob)
-		if k > 1 || exts {
+		switch {
+		case k > 1 && !exts && size <= flatMax:
+			// Small packets are copied into one buffer: the kernel's cost
+			// for an I/O vector is more than the copy's.
+			f := len(s.flat)
+			for r := range k {
+				s.flat = append(s.flat, s.bufs[idx[j+r]]...)
+			}
+			s.gbufs = append(s.gbufs, s.flat[f:len(s.flat):len(s.flat)])
+			m.Buffers = s.gbufs[len(s.gbufs)-1:]
+		case k > 1 || exts:
 			// The I/O vectors of the run: a packet's bytes, or its head,
 			// payload and tail.
 			g := len(s.gbufs)
@@ -358,7 +378,7 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 	msgs := s.out
 	var first error
 	for done := 0; done < len(msgs); {
-		n, err := sk.bc.WriteBatch(msgs[done:], sendFlags)
+		n, err := l.writeMsgs(sk, s, msgs[done:])
 		l.ctr.TxCalls.Add(1)
 		if n < 0 { // sendmmsg failed on the first message (e.g. EPERM from a firewall)
 			n = 0

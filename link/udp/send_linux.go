@@ -1,0 +1,179 @@
+// The send system call on Linux: Send's messages become struct mmsghdr
+// entries kept in the call's scratch, and sendmmsg is made directly inside
+// the socket's syscall.RawConn.Write, which holds the descriptor and parks
+// the caller in the poller if the send buffer is full. x/net's WriteBatch
+// does the same with a marshalling step of its own and through the
+// scheduler's system-call entry; on a 64 B round trip the two cost some
+// 0.4 us a send more.
+
+package udp
+
+import (
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+)
+
+// sysConn is a socket's batchConn on Linux: x/net's, and the socket's
+// RawConn for writeMsgs.
+type sysConn struct {
+	batchConn
+	raw syscall.RawConn
+}
+
+// newBatchConn returns the batch interface of c.
+func newBatchConn(c *net.UDPConn, is4 bool) batchConn {
+	sc := &sysConn{batchConn: xnetConn(c, is4)}
+	sc.raw, _ = c.SyscallConn()
+	return sc
+}
+
+// sysScratch is the system-call form of the messages of one write: a
+// header, I/O vectors and a destination address each. It belongs to a
+// sendScratch, and so to one Send at a time.
+type sysScratch struct {
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6 // room for either family
+	big   bool                    // the messages hold more than rawSendMax bytes
+
+	// The RawConn.Write callback, made once (a method value made per call
+	// would be allocated per call), and what it saw.
+	fn    func(fd uintptr) bool
+	sent  int
+	errno syscall.Errno
+}
+
+// rawSendMax is the most a sendmmsg made without telling the scheduler
+// (RawSyscall6) may carry: a larger one may run long enough that another
+// goroutine should have the processor meanwhile.
+const rawSendMax = 64 << 10
+
+// writeMsgs writes msgs, all from sk, with one sendmmsg (repeated by the
+// caller until all are written): it returns how many messages left and the
+// error of the first that could not. A destination with an IPv6 zone goes
+// through x/net, which resolves the zone's interface, as does a socket
+// whose batchConn is not a sysConn (a test's).
+func (l *Link) writeMsgs(sk *socket, s *sendScratch, msgs []ipv4.Message) (int, error) {
+	x := &s.sys
+	c, ok := sk.bc.(*sysConn)
+	if !ok || c.raw == nil || !x.fill(msgs, sk.is4) {
+		return sk.bc.WriteBatch(msgs, sendFlags)
+	}
+	if x.fn == nil {
+		x.fn = x.write
+	}
+	x.sent, x.errno = 0, 0
+	if err := c.raw.Write(x.fn); err != nil {
+		return 0, err
+	}
+	if x.errno != 0 {
+		return x.sent, os.NewSyscallError("sendmmsg", x.errno)
+	}
+	return x.sent, nil
+}
+
+// write is the RawConn.Write callback: one sendmmsg of the headers. It
+// returns false to wait in the poller when the send buffer is full.
+func (x *sysScratch) write(fd uintptr) bool {
+	for {
+		var k uintptr
+		var e syscall.Errno
+		if x.big {
+			k, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&x.hdrs[0])), uintptr(len(x.hdrs)), sendFlags, 0, 0)
+		} else {
+			k, _, e = unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&x.hdrs[0])), uintptr(len(x.hdrs)), sendFlags, 0, 0)
+		}
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		case 0:
+			x.sent = int(k)
+		default:
+			x.errno = e
+		}
+		return true
+	}
+}
+
+// fill builds the headers of msgs for a socket of the family is4 says. It
+// reports false, building nothing, if a destination has an IPv6 zone.
+func (x *sysScratch) fill(msgs []ipv4.Message, is4 bool) bool {
+	nv := 0
+	for i := range msgs {
+		if a, _ := msgs[i].Addr.(*net.UDPAddr); a == nil || a.Zone != "" {
+			return false
+		}
+		nv += len(msgs[i].Buffers)
+	}
+	if cap(x.hdrs) < len(msgs) {
+		x.hdrs = make([]mmsghdr, len(msgs))
+		x.names = make([]unix.RawSockaddrInet6, len(msgs))
+	}
+	if cap(x.iovs) < nv {
+		x.iovs = make([]unix.Iovec, nv)
+	}
+	x.hdrs, x.names, x.iovs = x.hdrs[:len(msgs)], x.names[:len(msgs)], x.iovs[:nv]
+	v, bytes := 0, 0
+	for i := range msgs {
+		m := &msgs[i]
+		first := v
+		for _, b := range m.Buffers {
+			if len(b) == 0 {
+				continue
+			}
+			x.iovs[v].Base = &b[0]
+			x.iovs[v].SetLen(len(b))
+			bytes += len(b)
+			v++
+		}
+		h := &x.hdrs[i].hdr
+		*h = unix.Msghdr{}
+		if v > first {
+			h.Iov = &x.iovs[first]
+			h.SetIovlen(v - first)
+		}
+		if len(m.OOB) > 0 {
+			h.Control = &m.OOB[0]
+			h.SetControllen(len(m.OOB))
+		}
+		a := m.Addr.(*net.UDPAddr)
+		sa := &x.names[i]
+		h.Name = (*byte)(unsafe.Pointer(sa))
+		if is4 {
+			sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+			*sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET}
+			putPort(&sa4.Port, a.Port)
+			copy(sa4.Addr[:], a.IP.To4())
+			h.Namelen = unix.SizeofSockaddrInet4
+		} else {
+			*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6}
+			putPort(&sa.Port, a.Port)
+			copy(sa.Addr[:], a.IP.To16())
+			h.Namelen = unix.SizeofSockaddrInet6
+		}
+		x.hdrs[i].n = 0
+	}
+	x.big = bytes > rawSendMax
+	return true
+}
+
+// release drops the headers' references to the caller's buffers.
+func (x *sysScratch) release() {
+	clear(x.iovs)
+	for i := range x.hdrs {
+		x.hdrs[i].hdr = unix.Msghdr{}
+	}
+}
+
+// putPort stores port in a sockaddr's port field, in network byte order.
+func putPort(p *uint16, port int) {
+	b := (*[2]byte)(unsafe.Pointer(p))
+	b[0], b[1] = byte(port>>8), byte(port)
+}

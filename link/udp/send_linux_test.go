@@ -1,0 +1,81 @@
+package udp
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/net/ipv4"
+
+	"github.com/softrdma/softrdma/link/linktest"
+)
+
+// TestWriteMsgs writes messages with the direct sendmmsg, from IPv4 and
+// IPv6 sockets: each arrives at its destination as the concatenation of
+// its buffers (empty ones skipped), from the link's socket.
+func TestWriteMsgs(t *testing.T) {
+	linktest.NoLeaks(t)
+	for _, addr := range []netip.Addr{lo1, lo6} {
+		t.Run(addr.String(), func(t *testing.T) {
+			l := open(t, Config{Addrs: []netip.Addr{addr}})
+			sk := l.socks[0]
+			if _, ok := sk.bc.(*sysConn); !ok {
+				t.Fatalf("socket's batchConn is %T, want *sysConn", sk.bc)
+			}
+			dst := rawConn(t, addr)
+			to := dst.LocalAddr().(*net.UDPAddr)
+			want := [][]byte{[]byte("one datagram"), []byte("head|payload|tail")}
+			msgs := []ipv4.Message{
+				{Buffers: [][]byte{want[0]}, Addr: to},
+				{Buffers: [][]byte{[]byte("head|"), nil, []byte("payload|"), []byte("tail")}, Addr: to},
+			}
+			s := new(sendScratch)
+			n, err := l.writeMsgs(sk, s, msgs)
+			s.sys.release()
+			if n != len(msgs) || err != nil {
+				t.Fatalf("writeMsgs: %d, %v", n, err)
+			}
+			buf := make([]byte, 100)
+			dst.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for i, w := range want {
+				k, from, err := dst.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf[:k], w) || from.Port() != l.Port() || from.Addr().Unmap() != addr {
+					t.Errorf("datagram %d: %q from %v, want %q from %v", i, buf[:k], from, w, netip.AddrPortFrom(addr, l.Port()))
+				}
+			}
+			for _, h := range s.sys.hdrs {
+				if h.hdr.Iov != nil || h.hdr.Name != nil {
+					t.Errorf("released headers still point at buffers: %+v", h.hdr)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteMsgsZone leaves a destination with an IPv6 zone to x/net, and a
+// closed socket's write fails with net.ErrClosed.
+func TestWriteMsgsZone(t *testing.T) {
+	var x sysScratch
+	zoned := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 4791, Zone: "lo"}}}
+	if x.fill(zoned, false) {
+		t.Error("fill took a destination with a zone")
+	}
+	plain := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4791}}}
+	if !x.fill(plain, true) || len(x.hdrs) != 1 || x.hdrs[0].hdr.Namelen != 16 || x.big {
+		t.Errorf("fill: %+v", x)
+	}
+
+	l := open(t, Config{Addrs: []netip.Addr{lo1}})
+	sk := l.socks[0]
+	sk.conn.Close()
+	s := new(sendScratch)
+	if _, err := l.writeMsgs(sk, s, plain); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("write on a closed socket: %v, want net.ErrClosed", err)
+	}
+}
