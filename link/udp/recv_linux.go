@@ -43,6 +43,7 @@ type receiver struct {
 	names []unix.RawSockaddrInet6 // large enough for IPv4 and IPv6 sources
 	pkts  []*link.Packet
 	k     int           // datagrams the last recvmmsg returned
+	vlen  int           // the messages the next non-blocking one asks for (want)
 	errno syscall.Errno // its error
 	read  func(fd uintptr) bool
 	zones map[uint32]string // IPv6 scope IDs seen, by interface name
@@ -119,7 +120,7 @@ func enableGRO(c *net.UDPConn) bool {
 func (r *receiver) recvmmsg(fd uintptr) bool {
 	for {
 		k, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])),
-			uintptr(len(r.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+			uintptr(r.want()), unix.MSG_DONTWAIT, 0, 0)
 		switch e {
 		case unix.EINTR:
 			continue
@@ -130,7 +131,30 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 		if e != 0 {
 			r.k = 0
 		}
+		r.adapt(r.k)
 		return true
+	}
+}
+
+// want is how many messages the next non-blocking recvmmsg asks for.
+func (r *receiver) want() int {
+	if r.vlen == 0 {
+		r.vlen = len(r.hdrs)
+	}
+	return r.vlen
+}
+
+// adapt sets the messages the next non-blocking recvmmsg asks for from the
+// k the last one received: as many if it found fewer than it asked for
+// (the socket was drained), twice as many if it filled them, up to the
+// headers there are. After a receive for the kernel, each message asked
+// for and not there costs an attempt that fails (some 0.2 us): a ping-pong
+// finds one message a call, a stream fills them.
+func (r *receiver) adapt(k int) {
+	if k >= r.vlen {
+		r.vlen = min(2*r.vlen, len(r.hdrs))
+	} else {
+		r.vlen = max(k, 1)
 	}
 }
 
@@ -142,10 +166,11 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 // the caller's caller waits again, and the reader sees an error again.
 func (r *receiver) recvmmsgWait(fd uintptr) (int, bool) {
 	k, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])),
-		uintptr(len(r.hdrs)), unix.MSG_WAITFORONE, 0, 0)
+		uintptr(r.want()), unix.MSG_WAITFORONE, 0, 0)
 	switch e {
 	case 0:
 		r.k, r.errno = int(k), 0
+		r.adapt(r.k)
 		return int(k), true
 	case unix.EAGAIN:
 		return 0, false
