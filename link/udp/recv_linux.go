@@ -9,8 +9,8 @@
 // datagrams of one flow as one, with their size in a control message: each
 // message then reads into its packet's buffer and, past its end, into an
 // overflow buffer of the socket; the first datagram stays in place and the
-// others are copied into packets of their own, each checked as if it had
-// come alone.
+// others become packets whose buffers are views of where they lie (split),
+// each checked as if it had come alone.
 
 package udp
 
@@ -54,6 +54,11 @@ type receiver struct {
 	ctrl []byte   // per message: room for the UDP_GRO control message
 	segs []*link.Packet
 	oks  []bool
+	// Packets whose buffers are views of the received datagrams (split),
+	// nviews of them in use.
+	views  []*link.Packet
+	nviews int
+	viewed uint64 // views made in all (for tests)
 }
 
 // groCtrl is the room for a UDP_GRO control message (an int).
@@ -235,10 +240,16 @@ func (r *receiver) copySeg(dst []byte, i, off, n int) {
 }
 
 // split turns the k messages received into packets: each message's first
-// datagram stays in its packet, the others are copied into new ones, and
-// each is checked. It returns the packets and their verdicts, in order.
+// datagram stays in its packet; the others are views of where they were
+// received (in the packet's buffer past the first, or in the overflow
+// buffer), but for one that straddles the two, which is copied into a new
+// packet. Each is checked. It returns the packets and their verdicts, in
+// order. A view's buffer is exactly its datagram (it has no room past it,
+// and link.Put leaves it out of the pool); it is valid until the next
+// receive, and so as long as the Handler may hold it.
 func (l *Link) split(sk *socket, r *receiver, k int) ([]*link.Packet, []bool) {
 	segs, oks := r.segs[:0], r.oks[:0]
+	r.nviews = 0
 	for i := range k {
 		n := int(r.hdrs[i].n)
 		src := r.source(i)
@@ -254,14 +265,37 @@ func (l *Link) split(sk *socket, r *receiver, k int) ([]*link.Packet, []bool) {
 				l.ctr.RxMalformed.Add(1)
 				continue
 			}
-			p := link.Get()
-			r.copySeg(p.Buf, i, off, ln)
+			var p *link.Packet
+			switch {
+			case off+ln <= link.BufSize:
+				p = r.view(r.pkts[i].Buf[off : off+ln : off+ln])
+			case off >= link.BufSize:
+				o := off - link.BufSize
+				p = r.view(r.over[i][o : o+ln : o+ln])
+			default:
+				p = link.Get()
+				r.copySeg(p.Buf, i, off, ln)
+			}
 			segs = append(segs, p)
 			oks = append(oks, l.accept(sk, p, ln, src))
 		}
 	}
 	r.segs, r.oks = segs, oks
 	return segs, oks
+}
+
+// view returns a packet whose buffer is b, a datagram received with
+// others: one of the receiver's packets kept for views, reset as link.Get
+// resets a packet.
+func (r *receiver) view(b []byte) *link.Packet {
+	if r.nviews == len(r.views) {
+		r.views = append(r.views, new(link.Packet))
+	}
+	p := r.views[r.nviews]
+	r.nviews++
+	r.viewed++
+	*p = link.Packet{Buf: b}
+	return p
 }
 
 // source decodes the sender of message i.
