@@ -40,6 +40,9 @@ const DefaultPort = 4791
 // RoCEv2, LIDs (and GIDs, if global) on InfiniBand.
 type Packet struct {
 	// Buf has capacity BufSize; Buf[:N] is the packet, BTH through ICRC.
+	// A packet a link hands to a Handler may instead have a buffer of
+	// exactly N bytes, a view of the link's receive buffers (see Handler);
+	// Put leaves such a packet out of the pool.
 	Buf []byte
 	N   int
 	// Src and Dst are the UDP endpoints. On send, Dst is the peer and Src.Addr
@@ -194,7 +197,10 @@ func Put(p *Packet) {
 
 // Handler receives batches of packets from a link. It is called from the
 // link's receive goroutine(s); the batch and its packets belong to the link
-// and are valid only until Receive returns.
+// and are valid only until Receive returns. A packet's buffer may end at N
+// (a view of what one receive call took in, as link/udp's GRO receive
+// makes them): a handler that needs room past N, or the packet after
+// Receive returns, takes a Clone.
 type Handler interface {
 	Receive(batch []*Packet)
 }
