@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/softrdma/softrdma/fabric/vl"
 	"github.com/softrdma/softrdma/link/ib"
@@ -795,6 +796,47 @@ func (h *hcaPort) txLane(tx *vl.Link, v uint8) {
 	}
 }
 
+// hcaDrainMax bounds Close's wait for an HCA's transmit queue.
+const hcaDrainMax = time.Second
+
+// drainTx waits until the HCA's transmit queue is empty (its packets are
+// in the link, which the subnet drains whether or not the HCA stays), max
+// has passed or the data plane is closing. The last packets of an HCA that
+// disconnects right after sending (a process's last ACKs as it exits)
+// would otherwise be dropped from the queue unseen.
+func (h *hcaPort) drainTx(max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	h.txMu.Lock()
+	for h.txQueuedAny() {
+		if h.txRoom == nil {
+			h.txRoom = make(chan struct{})
+		}
+		ch := h.txRoom
+		h.txMu.Unlock()
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-h.ctx.Done():
+			return
+		}
+		h.txMu.Lock()
+	}
+	h.txMu.Unlock()
+}
+
+// txQueuedAny reports whether a lane of the transmit queue holds a packet
+// (under txMu).
+func (h *hcaPort) txQueuedAny() bool {
+	for _, n := range h.txQueued {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // doneCtx is a context that is already done: vl.Link.Send with it queues
 // a packet only if the lane has room, without waiting.
 var doneCtx = func() context.Context {
@@ -973,10 +1015,14 @@ func (h *hcaPort) Send(pkts [][]byte) error {
 
 // Close disconnects the HCA: Send fails, nothing more is delivered, and
 // Close waits for a recv call in progress (recv must not call Close).
+// The packets Send has accepted still leave: Close waits, up to
+// hcaDrainMax, for the transmit queue to drain into the link (what the
+// subnet holds back longer is dropped).
 func (h *hcaPort) Close() error {
 	if h.closed.Swap(true) {
 		return ErrClosed
 	}
+	h.drainTx(hcaDrainMax)
 	h.cancel()
 	h.f.mu.Lock()
 	if h.p.dp.hca == h {

@@ -791,6 +791,45 @@ func TestCreditBackpressure(t *testing.T) {
 	}
 }
 
+// TestCloseDrainsQueue: an HCA that closes right after sending still gets
+// the packets its transmit queue holds onto the link: Hca1 sends while
+// Hca2 does not read until some wait in Hca1's queue, closes, and Hca2,
+// reading again, receives every one.
+func TestCloseDrainsQueue(t *testing.T) {
+	dn := sweepData(t, readFile(t, "testdata/net.2sw2path4hca"), "Hca1")
+	gate := make(chan struct{})
+	h2 := dn.connect("Hca2", gate)
+	h1 := dn.hcas["Hca1"]
+	hp := h1.port.(*hcaPort)
+	queued := func() bool {
+		hp.txMu.Lock()
+		defer hp.txMu.Unlock()
+		return hp.txQueued[0] > 0
+	}
+	n := 0
+	for !queued() {
+		if n == 10000 {
+			t.Fatal("10000 packets sent and none waits in Hca1's queue")
+		}
+		h1.send(t, pkt(t, h1.lid, h2.lid, 0, 0, 0xFFFF, uint32(n), 1000))
+		n++
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- h1.port.Close() }()
+	waitFor(t, "Hca1 closing", hp.closed.Load)
+	time.Sleep(20 * time.Millisecond) // Close is waiting for the queue
+	close(gate)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range h2.expect(t, n) {
+		if binary.BigEndian.Uint32(b[wire.LRHLen+wire.BTHLen:]) != uint32(i) {
+			t.Fatalf("Hca2: packet %d out of order", i)
+		}
+	}
+	h2.quiet(t)
+}
+
 // TestCloseWhileBlocked: a Send held up by backpressure, and the
 // forwarders behind it, end when the fabric closes (the leak check of
 // TestMain sees every goroutine gone).
