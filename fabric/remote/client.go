@@ -545,6 +545,7 @@ func (p *Port) close(detach bool) error {
 	p.closed = true
 	detach = detach && !p.lost.Load()
 	if detach {
+		p.sendPendingLocked()
 		p.detachPending = true
 		p.enqueue(appendFrame(nil, frameDetach, nil))
 	}
@@ -571,6 +572,37 @@ func (p *Port) close(detach bool) error {
 	p.wg.Wait()
 	p.NotifyAttr(nil)
 	return nil
+}
+
+// sendPendingLocked is Close's wait, under qmu, for the frames that wait
+// for credits (Send queued them; the credits come back as the server's
+// lanes hand packets to the fabric): they go to the writer before the
+// detach, after which the server reads nothing more, so that a program's
+// last packets (the ACKs of what it received before closing) are not lost
+// behind it. The wait ends when none is left, the connection is lost or a
+// keep-alive interval has passed; what is left then is dropped.
+func (p *Port) sendPendingLocked() {
+	expired := false
+	t := time.AfterFunc(p.ka, func() {
+		p.qmu.Lock()
+		expired = true
+		p.qcond.Broadcast()
+		p.qmu.Unlock()
+	})
+	defer t.Stop()
+	for p.pending() && !expired && !p.lost.Load() {
+		p.qcond.Wait()
+	}
+}
+
+// pending reports whether frames wait for credits (under qmu).
+func (p *Port) pending() bool {
+	for v := range p.pend {
+		if p.pendHead[v] < len(p.pend[v]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Stats returns the port's counters.

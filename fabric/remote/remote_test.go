@@ -614,11 +614,64 @@ func TestBackpressure(t *testing.T) {
 	}
 }
 
+// TestCloseSendsPending: Close of a port with packets waiting for credits
+// (the receiver not reading) waits for the credits and sends them before
+// the detach: once the receiver reads again, every packet Send took
+// arrives, in order, and the session ends in a clean detach.
+func TestCloseSendsPending(t *testing.T) {
+	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pa, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, seqs, release := gatedReceiver(t, s.addr, "Hca2")
+	sm := newSM(t, s.f, "Hca3", 1)
+	sn := sm.sweep()
+	lidA := lidOf(t, s.f, sn, "Hca1")
+	lidB := lidOf(t, s.f, sn, "Hca2")
+	waitFor(t, "both ACTIVE", func() bool {
+		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
+	})
+	sendErr := make(chan error, 1)
+	go func() {
+		for i := range 100000 { // far more than the path holds; bounded
+			if err := pa.Send([][]byte{ibPacket(t, lidA, lidB, uint32(i), 1000)}); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	waitFor(t, "packets waiting for credits", func() bool {
+		pa.qmu.Lock()
+		defer pa.qmu.Unlock()
+		return pa.pending()
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- pa.Close() }()
+	time.Sleep(50 * time.Millisecond)
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sendErr; !errors.Is(err, ErrClosed) {
+		t.Errorf("the blocked Send: %v, want ErrClosed", err)
+	}
+	expectInOrder(t, "receiver", seqs, int(pa.Stats().Sent))
+	waitFor(t, "the server to end the session", func() bool { return s.srv.Stats().Detached == 1 })
+	if st := s.srv.Stats(); st.Died != 0 || st.Overruns != 0 {
+		t.Errorf("server stats %+v", st)
+	}
+}
+
 // TestCloseBlockedSend: Close of a port whose Send is blocked on the
 // fabric's backpressure returns, the Send fails with ErrClosed, and the
-// detach reaches the server ahead of the packets still waiting for
-// credits (the stream itself never stops for a VL): a clean detach, the
-// port stays ACTIVE, and the server's lane blocked in the fabric ends.
+// detach reaches the server, after a keep-alive interval's wait for the
+// credits of the packets still waiting (the receiver never reads: they
+// are dropped; the stream itself never stops for a VL): a clean detach,
+// the port stays ACTIVE, and the server's lane blocked in the fabric ends.
 func TestCloseBlockedSend(t *testing.T) {
 	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
