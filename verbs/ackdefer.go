@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // ackHold is a device's part in holding ACKs: whether one of its polls is
@@ -112,20 +113,46 @@ func (qp *QP) releaseAckLocked() {
 	qp.resp.ackPending = false
 }
 
-// sendHeldAckLocked sends the QP's held ACK, if any, at once and by
-// itself: the QP is being destroyed, and its peer waits for it. (What
-// posts left for the pacer in qp.out is dropped by Destroy, as before.)
-func (qp *QP) sendHeldAckLocked() {
-	n := len(qp.out)
-	qp.releaseAckLocked()
-	if len(qp.out) <= n {
-		return // none, queued behind a READ answer Destroy drops, or sent with a full batch
+// sendAcksLocked is Destroy's last word to the peer: of the packets posts
+// left for the pacer (qp.out) it sends the acknowledgements, which a post
+// released from a hold (ACKs and NAKs, atomic ACKs), and then the ACK the QP
+// holds, if any; the requests go with the QP, as a destroyed QP's work
+// requests do. The program has seen the messages those ACKs acknowledge
+// arrive, and the peer waits for them: a program that posts its last SEND
+// and tears down before the pacer runs (ibv_srq_pingpong's client, whose
+// posts beyond its count are left for the pacer with the ACK they
+// released) would otherwise leave the peer retrying into a QP that is
+// gone.
+func (qp *QP) sendAcksLocked() {
+	keep := 0
+	for _, p := range qp.out {
+		if isAcknowledge(p) {
+			qp.out[keep] = p
+			keep++
+		} else {
+			link.Put(p)
+		}
 	}
-	ack := qp.out[n]
-	qp.out = qp.out[:n]
-	qp.txMu.Lock()
-	qp.sendBatch([]*link.Packet{ack})
-	qp.txMu.Unlock()
+	clear(qp.out[keep:])
+	qp.out = qp.out[:keep]
+	qp.releaseAckLocked() // behind them: the newest PSN last
+	if len(qp.out) > 0 {
+		qp.txMu.Lock()
+		qp.sendBatch(qp.out)
+		qp.txMu.Unlock()
+		clear(qp.out)
+		qp.out = qp.out[:0]
+	}
+}
+
+// isAcknowledge reports whether p is an RC ACKNOWLEDGE (an ACK or a NAK)
+// or ATOMIC ACKNOWLEDGE packet.
+func isAcknowledge(p *link.Packet) bool {
+	if p.N < wire.BTHLen {
+		return false
+	}
+	op := wire.Opcode(p.Buf[0])
+	return op == wire.RCAcknowledge || op == wire.RCAtomicAcknowledge
 }
 
 // flushAcks sends every held ACK, of every device, each device's in one

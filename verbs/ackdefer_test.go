@@ -287,3 +287,33 @@ func TestHeldAckAllocs(t *testing.T) {
 		t.Fatal(failed)
 	}
 }
+
+// TestDestroySendsLeftAcks: of the packets a post left for the pacer, a
+// QP's Destroy sends the acknowledgements (a post releases a held ACK into
+// them) and drops the requests, which die with the QP's work requests.
+func TestDestroySendsLeftAcks(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	qb := p.qb
+	qb.mu.Lock()
+	req := link.Get()
+	hl, err := wire.WriteHeaders(req.Buf, &wire.Headers{BTH: wire.BTHFields{Opcode: wire.RCSendOnly, DestQP: qb.attr.DestQPN}}, 0)
+	if err != nil {
+		qb.mu.Unlock()
+		t.Fatal(err)
+	}
+	qb.finishPacketLocked(req, hl, 0)
+	qb.queueLocked(req)
+	qb.sendAckLocked(wire.SyndromeACKUnlimited, qb.resp.psn.Add(-1))
+	if len(qb.out) != 2 || !isAcknowledge(qb.out[1]) || isAcknowledge(qb.out[0]) {
+		qb.mu.Unlock()
+		t.Fatalf("left for the pacer: %d packets, want a request and an ACK", len(qb.out))
+	}
+	qb.mu.Unlock() // as unlockDeferred leaves them
+	before := p.db.Link().Stats().TxPackets
+	if err := qb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if sent := p.db.Link().Stats().TxPackets - before; sent != 1 {
+		t.Errorf("Destroy sent %d packets, want the ACK alone", sent)
+	}
+}

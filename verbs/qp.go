@@ -344,16 +344,11 @@ func (qp *QP) Destroy() error {
 		qp.mu.Unlock()
 		return errf(ErrClosed, "QP already destroyed")
 	}
-	qp.sendHeldAckLocked() // ackdefer.go
+	qp.sendAcksLocked() // ackdefer.go; the requests left for the pacer are dropped
 	qp.dead = true
 	qp.stopTimersLocked()
 	qp.dropRespQueueLocked()
 	qp.req.Release()
-	for _, p := range qp.out { // left for the pacer (PostSend); not sent now
-		link.Put(p)
-	}
-	clear(qp.out)
-	qp.out = qp.out[:0]
 	qp.state = StateReset
 	qp.mu.Unlock()
 	d := qp.dev
