@@ -90,3 +90,17 @@ func BenchmarkQPScale(b *testing.B) {
 		}
 	}
 }
+
+// TestMedian: odd and even counts, unsorted input left as it was.
+func TestMedian(t *testing.T) {
+	x := []float64{3, 1, 2}
+	if m := median(x); m != 2 || x[0] != 3 {
+		t.Errorf("median(3 1 2) = %v (input now %v)", m, x)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median(4 1 3 2) = %v, want 2.5", m)
+	}
+	if m := median(nil); m != 0 {
+		t.Errorf("median() = %v", m)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,6 +76,7 @@ type bench struct {
 	scaleQPs int
 	cmConns  int
 	pin      bool // -pin: pairs' servers on CPU 1, clients on CPU 0
+	pairs    int  // -pairs: alternated UDP/WRITE pairs for the P1 ratios
 }
 
 func runTable(args []string, out io.Writer) error {
@@ -86,6 +88,7 @@ func runTable(args []string, out io.Writer) error {
 	qps := fs.Int("qps", 65536, "QPs for the max_qp case")
 	conns := fs.Int("conns", 10000, "rdma_cm connections for the scale case")
 	pin := fs.Bool("pin", canPin() && numCPU() >= 2, "confine each server to CPU 1 and each client to CPU 0, as udpbw confines its receiver and sender (Linux, 2 CPUs or more)")
+	pairs := fs.Int("pairs", 4, "run UDP GSO+GRO and RC WRITE (64 KiB, 1 MiB) alternately this many times and report the median of their ratios (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func runTable(args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{dir: dir, dur: *dur, verbose: *verbose, tcpPort: 18700, scaleQPs: *qps, cmConns: *conns, pin: *pin}
+	b := &bench{dir: dir, dur: *dur, verbose: *verbose, tcpPort: 18700, scaleQPs: *qps, cmConns: *conns, pin: *pin, pairs: *pairs}
 	fmt.Fprintln(out, "building...")
 	if err := b.build(".", "./cmd/softrdma", "softrdma"); err != nil {
 		return err
@@ -114,6 +117,7 @@ func runTable(args []string, out io.Writer) error {
 	start := time.Now()
 	if secs["bw"] {
 		b.bandwidth()
+		b.pairedRatios()
 	}
 	if secs["rate"] {
 		b.rate()
@@ -362,6 +366,59 @@ func (b *bench) bandwidth() {
 			}
 		}
 	}
+}
+
+// pairedRatios runs the UDP GSO+GRO reference and RC WRITE of each size
+// alternately, b.pairs times, and reports the median and range of the
+// ratios of the pairs: on a machine whose speed moves from minute to
+// minute, a ratio taken from runs minutes apart says more about the
+// machine than about softrdma.
+func (b *bench) pairedRatios() {
+	if b.pairs <= 0 {
+		return
+	}
+	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
+	pin := "-pin=" + strconv.FormatBool(b.pin)
+	for _, c := range []struct{ name, size string }{{"64 KiB", "65536"}, {"1 MiB", "1048576"}} {
+		name := fmt.Sprintf("RC WRITE %s, 1 QP, and UDP GSO+GRO, %d pairs run alternately", c.name, b.pairs)
+		var ratios, writes, udps []float64
+		for range b.pairs {
+			uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-d", b.dur.String(), pin)
+			udp := fields(uout)["rx_payload_GB/s"]
+			if err != nil || udp == 0 {
+				b.fail(name, err, uout)
+				break
+			}
+			sout, cout, err := b.perfOn(b.pin, "write_bw", "-s", c.size, "-m", "4096", "-D", d, "-q", "1")
+			r, ok := parseBW(cout)
+			if err != nil || !ok {
+				b.fail(name, err, cout+sout)
+				break
+			}
+			ratios = append(ratios, r.mbs/1000/udp)
+			writes = append(writes, r.mbs/1000)
+			udps = append(udps, udp)
+		}
+		if len(ratios) < b.pairs {
+			continue
+		}
+		b.row(name, fmt.Sprintf("median %.2f GB/s (%.2f-%.2f)", median(writes), slices.Min(writes), slices.Max(writes)),
+			fmt.Sprintf("median %.2f GB/s (%.2f-%.2f)", median(udps), slices.Min(udps), slices.Max(udps)),
+			fmt.Sprintf("median %.0f%% of UDP (pairs %.0f-%.0f%%)", 100*median(ratios), 100*slices.Min(ratios), 100*slices.Max(ratios)))
+	}
+}
+
+// median returns the median of x (the mean of the middle two if even).
+func median(x []float64) float64 {
+	s := slices.Sorted(slices.Values(x))
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // rate: 64-byte WRITE message rate with 1 and 8 QPs, against UDP GSO+GRO
