@@ -88,7 +88,7 @@ func runTable(args []string, out io.Writer) error {
 	qps := fs.Int("qps", 65536, "QPs for the max_qp case")
 	conns := fs.Int("conns", 10000, "rdma_cm connections for the scale case")
 	pin := fs.Bool("pin", canPin() && numCPU() >= 2, "confine each server to CPU 1 and each client to CPU 0, as udpbw confines its receiver and sender (Linux, 2 CPUs or more)")
-	pairs := fs.Int("pairs", 4, "run UDP GSO+GRO and RC WRITE (64 KiB, 1 MiB) alternately this many times and report the median of their ratios (0: none)")
+	pairs := fs.Int("pairs", 4, "run UDP GSO+GRO and RC WRITE (64 KiB, 1 MiB), and the raw and softrdma round trips (polling, sleeping), alternately this many times and report the median of their ratios (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,6 +124,7 @@ func runTable(args []string, out io.Writer) error {
 	}
 	if secs["lat"] {
 		b.latency()
+		b.pairedLatency()
 	}
 	if secs["scale"] {
 		b.scale()
@@ -180,11 +181,20 @@ func (b *bench) runOn(cpu int, timeout time.Duration, name string, args ...strin
 // -pin, the server on CPU 1 and the client on CPU 0. It returns both
 // outputs.
 func (b *bench) pair(timeout time.Duration, name string, sargs, cargs []string) (server, client string, err error) {
-	return b.pairOn(b.pin, timeout, name, sargs, cargs)
+	return b.pairOn(b.pin, timeout, name, sargs, cargs, false)
 }
 
-// pairOn is pair, pinned or not.
-func (b *bench) pairOn(pinned bool, timeout time.Duration, name string, sargs, cargs []string) (server, client string, err error) {
+// rawPair is pair for a raw reference whose server runs until it is
+// killed (pingpong): the server is killed once the client has ended, and
+// the error is the client's.
+func (b *bench) rawPair(name string, sargs, cargs []string) (client string, err error) {
+	_, client, err = b.pairOn(b.pin, time.Minute, name, sargs, cargs, true)
+	return client, err
+}
+
+// pairOn is pair, pinned or not; with stop, the server is killed when the
+// client has ended.
+func (b *bench) pairOn(pinned bool, timeout time.Duration, name string, sargs, cargs []string, stop bool) (server, client string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	srv := exec.CommandContext(ctx, filepath.Join(b.dir, name), sargs...)
@@ -195,7 +205,13 @@ func (b *bench) pairOn(pinned bool, timeout time.Duration, name string, sargs, c
 	}
 	time.Sleep(300 * time.Millisecond)
 	client, cerr := b.runOn(cpu(pinned, 0), timeout, name, cargs...)
+	if stop {
+		cancel() // kills the server
+	}
 	werr := srv.Wait()
+	if stop {
+		werr = nil
+	}
 	if b.verbose {
 		fmt.Fprintf(os.Stderr, "$ %s %s (server)\n%s", name, strings.Join(sargs, " "), sout.String())
 	}
@@ -217,7 +233,7 @@ func (b *bench) perfOn(pinned bool, test string, flags ...string) (server, clien
 	common := append([]string{"perf", test, "-p", strconv.Itoa(b.tcpPort), "--stats", "--progress=false"}, flags...)
 	sargs := append(append([]string{}, common...), "--bind", "127.0.0.2")
 	cargs := append(append([]string{}, common...), "--bind", "127.0.0.1", "127.0.0.2")
-	return b.pairOn(pinned, 2*time.Minute, "softrdma", sargs, cargs)
+	return b.pairOn(pinned, 2*time.Minute, "softrdma", sargs, cargs, false)
 }
 
 // bwRow is one perftest bandwidth report row and the --stats lines.
@@ -466,11 +482,10 @@ func (b *bench) latency() {
 	ref := map[string][3]float64{}
 	for i, mode := range []string{"block", "spin"} {
 		port := strconv.Itoa(19100 + i)
-		_, cout, err := b.pair(time.Minute, "pingpong", []string{"-server", "-proto", "udp", "-mode", mode, "-port", port},
+		cout, err := b.rawPair("pingpong", []string{"-server", "-proto", "udp", "-mode", mode, "-port", port},
 			[]string{"-proto", "udp", "-mode", mode, "-port", port, "-size", "64", "-n", "20000"})
 		f := fields(cout)
 		if f["p50"] == 0 {
-			// The server runs until killed: its exit status is no verdict.
 			b.fail("UDP round trip, "+mode, err, cout)
 			continue
 		}
@@ -514,6 +529,53 @@ func (b *bench) latency() {
 			b.row(name+" (median / p99 / p99.9)", fmt.Sprintf("%.1f / %.1f / %.1f us", 2*typ, 2*p99, 2*p999), "",
 				times(2*typ, r[0])+" UDP "+against+" median; p99 "+times(p99, typ)+" the median")
 		}
+	}
+}
+
+// pairedLatency runs the raw round trip and softrdma's alternately,
+// b.pairs times, for the two P2 comparisons (busy polling: write_lat
+// against UDP spin; sleeping: send_lat -e against UDP block), and reports
+// the median and range of the ratios of the pairs' medians.
+func (b *bench) pairedLatency() {
+	if b.pairs <= 0 {
+		return
+	}
+	for i, c := range []struct{ name, raw, test, mode string }{
+		{"RC WRITE 64 B round trip, polling, and UDP spin", "spin", "write_lat", ""},
+		{"RC SEND 64 B round trip, -e, and UDP block", "block", "send_lat", "-e"},
+	} {
+		name := fmt.Sprintf("%s, %d pairs run alternately", c.name, b.pairs)
+		var ratios, softs, raws []float64
+		for range b.pairs {
+			port := strconv.Itoa(19110 + i)
+			rout, err := b.rawPair("pingpong", []string{"-server", "-proto", "udp", "-mode", c.raw, "-port", port},
+				[]string{"-proto", "udp", "-mode", c.raw, "-port", port, "-size", "64", "-n", "20000"})
+			raw := fields(rout)["p50"]
+			if raw == 0 {
+				b.fail(name, err, rout)
+				break
+			}
+			flags := []string{"-s", "64", "-n", "20000"}
+			if c.mode != "" {
+				flags = append(flags, c.mode)
+			}
+			_, cout, err := b.perfOn(b.pin, c.test, flags...)
+			m := reLat.FindStringSubmatch(cout)
+			if err != nil || m == nil {
+				b.fail(name, err, cout)
+				break
+			}
+			typ, _ := strconv.ParseFloat(m[3], 64)
+			ratios = append(ratios, 2*typ/raw)
+			softs = append(softs, 2*typ)
+			raws = append(raws, raw)
+		}
+		if len(ratios) < b.pairs {
+			continue
+		}
+		b.row(name, fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(softs), slices.Min(softs), slices.Max(softs)),
+			fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(raws), slices.Min(raws), slices.Max(raws)),
+			fmt.Sprintf("median %.2fx (pairs %.2f-%.2fx)", median(ratios), slices.Min(ratios), slices.Max(ratios)))
 	}
 }
 
