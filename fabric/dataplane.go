@@ -809,10 +809,7 @@ func (h *hcaPort) drainTx(max time.Duration) {
 	defer t.Stop()
 	h.txMu.Lock()
 	for h.txQueuedAny() {
-		if h.txRoom == nil {
-			h.txRoom = make(chan struct{})
-		}
-		ch := h.txRoom
+		ch := h.roomLocked()
 		h.txMu.Unlock()
 		select {
 		case <-ch:
@@ -824,6 +821,15 @@ func (h *hcaPort) drainTx(max time.Duration) {
 		h.txMu.Lock()
 	}
 	h.txMu.Unlock()
+}
+
+// roomLocked returns the channel closed when the transmit queue next moves
+// a packet into the link (under txMu).
+func (h *hcaPort) roomLocked() <-chan struct{} {
+	if h.txRoom == nil {
+		h.txRoom = make(chan struct{})
+	}
+	return h.txRoom
 }
 
 // txQueuedAny reports whether a lane of the transmit queue holds a packet
@@ -858,10 +864,7 @@ func (h *hcaPort) enqueue(tx *vl.Link, v uint8, pkt []byte) error {
 		h.p.dp.triedFull.Add(1)
 	}
 	for h.txQueued[v] >= hcaQueueLen && !h.inRecv.Load() {
-		if h.txRoom == nil {
-			h.txRoom = make(chan struct{})
-		}
-		ch := h.txRoom
+		ch := h.roomLocked()
 		h.txMu.Unlock()
 		select {
 		case <-ch:

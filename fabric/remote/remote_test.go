@@ -614,18 +614,21 @@ func TestBackpressure(t *testing.T) {
 	}
 }
 
-// TestCloseSendsPending: Close of a port with packets waiting for credits
-// (the receiver not reading) waits for the credits and sends them before
-// the detach: once the receiver reads again, every packet Send took
-// arrives, in order, and the session ends in a clean detach.
-func TestCloseSendsPending(t *testing.T) {
-	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
+// stalledSender serves a fabric, attaches Hca1 and a gated receiver at
+// Hca2 (gatedReceiver), sweeps, and starts sending numbered packets from
+// Hca1 to Hca2 until a Send fails, at most 100,000 (far more than the path
+// holds): the sender soon stalls on the fabric's backpressure. The sending
+// goroutine's end is reported on sendErr.
+func stalledSender(t *testing.T) (s *served, pa *Port, seqs <-chan uint32, release func(), sendErr <-chan error) {
+	t.Helper()
+	s = serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pa, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { pa.Close() })
 	pb, seqs, release := gatedReceiver(t, s.addr, "Hca2")
 	sm := newSM(t, s.f, "Hca3", 1)
 	sn := sm.sweep()
@@ -634,16 +637,25 @@ func TestCloseSendsPending(t *testing.T) {
 	waitFor(t, "both ACTIVE", func() bool {
 		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
 	})
-	sendErr := make(chan error, 1)
+	errc := make(chan error, 1)
 	go func() {
-		for i := range 100000 { // far more than the path holds; bounded
+		for i := range 100000 {
 			if err := pa.Send([][]byte{ibPacket(t, lidA, lidB, uint32(i), 1000)}); err != nil {
-				sendErr <- err
+				errc <- err
 				return
 			}
 		}
-		sendErr <- nil
+		errc <- nil
 	}()
+	return s, pa, seqs, release, errc
+}
+
+// TestCloseSendsPending: Close of a port with packets waiting for credits
+// (the receiver not reading) waits for the credits and sends them before
+// the detach: once the receiver reads again, every packet Send took
+// arrives, in order, and the session ends in a clean detach.
+func TestCloseSendsPending(t *testing.T) {
+	s, pa, seqs, release, sendErr := stalledSender(t)
 	waitFor(t, "packets waiting for credits", func() bool {
 		pa.qmu.Lock()
 		defer pa.qmu.Unlock()
@@ -673,40 +685,7 @@ func TestCloseSendsPending(t *testing.T) {
 // are dropped; the stream itself never stops for a VL): a clean detach,
 // the port stays ACTIVE, and the server's lane blocked in the fabric ends.
 func TestCloseBlockedSend(t *testing.T) {
-	s := serve(t, Config{Network: "unix", Addr: filepath.Join(t.TempDir(), "fabric.sock")})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pa, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb, err := (&Dialer{Logger: quiet}).Dial(ctx, s.addr, "Hca2", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := make(chan struct{})
-	t.Cleanup(func() { close(gate); pb.Close() })
-	if err := pb.Start(func([][]byte) { <-gate }); err != nil {
-		t.Fatal(err)
-	}
-	sm := newSM(t, s.f, "Hca3", 1)
-	sn := sm.sweep()
-	lidA := lidOf(t, s.f, sn, "Hca1")
-	lidB := lidOf(t, s.f, sn, "Hca2")
-	waitFor(t, "both ACTIVE", func() bool {
-		return pa.Attr().State == ib.StateActive && pb.Attr().State == ib.StateActive
-	})
-	sendErr := make(chan error, 1)
-	go func() {
-		batch := [][]byte{ibPacket(t, lidA, lidB, 1, 1000)}
-		for range 100000 { // far more than the path holds; bounded
-			if err := pa.Send(batch); err != nil {
-				sendErr <- err
-				return
-			}
-		}
-		sendErr <- nil
-	}()
+	s, pa, _, _, sendErr := stalledSender(t)
 	last, still := uint64(0), 0
 	for still < 4 {
 		time.Sleep(50 * time.Millisecond)
