@@ -395,8 +395,19 @@ func (ss *session) attach(req attachReq) bool {
 	})
 	a := h.Attr()
 	s.attached.Add(1)
-	// The client's first credits go with the attached frame.
+	// The port is started before the client hears it is attached: a
+	// packet the fabric delivers from then on reaches the client (deliver
+	// waits for wmu, so it follows the attached frame). Started later (in
+	// serve), a peer told of the port at once (a pingpong's TCP exchange)
+	// could send into it first, and the fabric dropped that (NoHCA): a UD
+	// pingpong then waited forever for the lost message.
 	ss.wmu.Lock()
+	if err := h.Start(ss.deliver); err != nil {
+		ss.wmu.Unlock()
+		h.Close()
+		return false
+	}
+	// The client's first credits go with the attached frame.
 	ss.wbuf = appendFrame(appendFrame(ss.wbuf[:0], frameAttached, appendAttr(nil, &a)), frameCredit, initialCredits)
 	err = ss.write(ss.wbuf)
 	ss.wmu.Unlock()
@@ -475,10 +486,6 @@ func (ss *session) serve(br *bufio.Reader) {
 	ss.live = true
 	ss.conn.SetWriteDeadline(time.Time{})
 	ss.wmu.Unlock()
-	if err := ss.hca.Start(ss.deliver); err != nil {
-		ss.hca.Close()
-		return
-	}
 	var kw sync.WaitGroup
 	kw.Add(1)
 	go func() { defer kw.Done(); ss.keepAlive() }()
