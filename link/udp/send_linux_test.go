@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,5 +78,22 @@ func TestWriteMsgsZone(t *testing.T) {
 	s := new(sendScratch)
 	if _, err := l.writeMsgs(sk, s, plain); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("write on a closed socket: %v, want net.ErrClosed", err)
+	}
+}
+
+// TestWriteMsgsErrno: an error of the direct sendmmsg reaches the caller
+// as one that errors.Is finds (write's GSO fallback and link-down checks
+// rely on it): a datagram larger than UDP allows fails with EMSGSIZE, and
+// none is counted sent.
+func TestWriteMsgsErrno(t *testing.T) {
+	l := open(t, Config{Addrs: []netip.Addr{lo1}})
+	sk := l.socks[0]
+	dst := rawConn(t, lo1).LocalAddr().(*net.UDPAddr)
+	msgs := []ipv4.Message{{Buffers: [][]byte{make([]byte, 70000)}, Addr: dst}}
+	s := new(sendScratch)
+	n, err := l.writeMsgs(sk, s, msgs)
+	s.sys.release()
+	if n != 0 || !errors.Is(err, syscall.EMSGSIZE) {
+		t.Fatalf("writeMsgs of 70,000 bytes: %d, %v; want 0 and EMSGSIZE", n, err)
 	}
 }
