@@ -80,7 +80,14 @@ func SealParts(f *Framing, head, mid, tail []byte) {
 // icrcPrefix is the CRC of the masked pseudo-headers and BTH of a packet of
 // size bytes (BTH through ICRC) with framing f.
 func icrcPrefix(f *Framing, bth []byte, size int) uint32 {
-	var hdr [8 + 40 + 8 + BTHLen]byte
+	return bthCRC(headersCRC(f, size), bth)
+}
+
+// headersCRC is the CRC of the masked headers before the BTH of a packet of
+// size bytes (BTH through ICRC) with framing f: eight bytes of ones, then
+// the IP and UDP headers.
+func headersCRC(f *Framing, size int) uint32 {
+	var hdr [8 + 40 + 8]byte
 	copy(hdr[:8], ffPrefix[:])
 	n := 8
 	udpLen := 8 + size
@@ -116,9 +123,6 @@ func icrcPrefix(f *Framing, bth []byte, size int) uint32 {
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xff, 0xff // UDP checksum
 	n += 8
-	copy(hdr[n:], bth[:BTHLen])
-	hdr[n+4] = 0xff // FECN, BECN, reserved
-	n += BTHLen
 	return crcUpdate(0, hdr[:n])
 }
 
@@ -126,7 +130,7 @@ func icrcPrefix(f *Framing, bth []byte, size int) uint32 {
 // prefix. hash/crc32 calls its CPU-specific code through a function
 // variable, which makes any slice it is given escape: hashing hdr with it
 // would move hdr to the heap on every call. It takes eight bytes a step
-// (slicing by eight), the prefix being 48 or 68 bytes, then one at a time.
+// (slicing by eight), then one at a time.
 func crcUpdate(crc uint32, p []byte) uint32 {
 	crc = ^crc
 	for len(p) >= 8 {

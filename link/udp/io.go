@@ -58,6 +58,7 @@ type sendScratch struct {
 	flat  []byte   // runs of small packets, copied together
 	oob   []byte   // the messages' UDP_SEGMENT and IP_TOS/IPV6_TCLASS control messages
 	sys   sysScratch
+	icrc  wire.ICRCCache // the last flow's masked headers
 }
 
 func (s *sendScratch) grow(n int) {
@@ -318,14 +319,14 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 			n := idx[j+r]
 			s.fr[n].IPv4ID = uint16(r)
 			if s.ext[n] == nil {
-				wire.Seal(&s.fr[n], s.bufs[n])
+				s.icrc.Seal(&s.fr[n], s.bufs[n])
 				if hook != nil {
 					(*hook)(s.bufs[n])
 				}
 				continue
 			}
 			exts = true
-			wire.SealParts(&s.fr[n], s.bufs[n], s.ext[n], s.tail[n])
+			s.icrc.SealParts(&s.fr[n], s.bufs[n], s.ext[n], s.tail[n])
 		}
 		m := s.msgs[i]
 		o := len(s.oob)
@@ -502,7 +503,8 @@ func (l *Link) readFailed(sk *socket, err error, errs *int) bool {
 
 // accept fills p, holding a datagram of n bytes from src, and reports
 // whether it passes the framing and ICRC checks, counting it either way.
-func (l *Link) accept(sk *socket, p *link.Packet, n int, src netip.AddrPort) bool {
+// c is the calling reader's cache of the ICRC's header part.
+func (l *Link) accept(sk *socket, c *wire.ICRCCache, p *link.Packet, n int, src netip.AddrPort) bool {
 	if n < wire.BTHLen+wire.ICRCLen || n >= link.BufSize || !src.Addr().IsValid() {
 		l.ctr.RxMalformed.Add(1)
 		return false
@@ -519,7 +521,7 @@ func (l *Link) accept(sk *socket, p *link.Packet, n int, src netip.AddrPort) boo
 			IPv4Frag: wire.IPv4DontFragment,
 		}
 		// One CRC answers both questions.
-		if exact, some := wire.CheckICRCIPv4(&fr, p.Data()); !exact {
+		if exact, some := c.CheckICRCIPv4(&fr, p.Data()); !exact {
 			switch {
 			case !sk.is4 || l.policy == StrictIPv4:
 				l.ctr.RxBadICRC.Add(1)

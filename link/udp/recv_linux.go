@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // mmsghdr is struct mmsghdr: a msghdr and the length recvmmsg received.
@@ -47,6 +48,7 @@ type receiver struct {
 	errno syscall.Errno // its error
 	read  func(fd uintptr) bool
 	zones map[uint32]string // IPv6 scope IDs seen, by interface name
+	icrc  wire.ICRCCache    // the last flow's masked headers
 
 	// UDP_GRO
 	gro  bool
@@ -258,7 +260,7 @@ func (l *Link) split(sk *socket, r *receiver, k int) ([]*link.Packet, []bool) {
 			l.ctr.RxGROBatches.Add(1)
 		}
 		segs = append(segs, r.pkts[i])
-		oks = append(oks, l.accept(sk, r.pkts[i], min(n, s), src))
+		oks = append(oks, l.accept(sk, &r.icrc, r.pkts[i], min(n, s), src))
 		for off := s; off < n; off += s {
 			ln := min(s, n-off)
 			if ln >= link.BufSize {
@@ -277,7 +279,7 @@ func (l *Link) split(sk *socket, r *receiver, k int) ([]*link.Packet, []bool) {
 				r.copySeg(p.Buf, i, off, ln)
 			}
 			segs = append(segs, p)
-			oks = append(oks, l.accept(sk, p, ln, src))
+			oks = append(oks, l.accept(sk, &r.icrc, p, ln, src))
 		}
 	}
 	r.segs, r.oks = segs, oks
@@ -453,7 +455,7 @@ func (l *Link) process(sk *socket, rx *rxState) int {
 		got, oks = l.split(sk, r, r.k)
 	} else {
 		for i := range r.k {
-			oks[i] = l.accept(sk, rx.pkts[i], int(r.hdrs[i].n), r.source(i))
+			oks[i] = l.accept(sk, &r.icrc, rx.pkts[i], int(r.hdrs[i].n), r.source(i))
 		}
 	}
 	n := len(got)

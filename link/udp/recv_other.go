@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/ipv4"
 
 	"github.com/softrdma/softrdma/link"
+	"github.com/softrdma/softrdma/wire"
 )
 
 // sendFlags are the flags of every sendmmsg (see recv_linux.go).
@@ -48,6 +49,7 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 		}
 	}()
 	var errs int
+	var icrc wire.ICRCCache
 	for {
 		for i := range msgs {
 			bufs[i] = pkts[i].Buf[:link.BufSize]
@@ -72,7 +74,7 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 					src = netip.AddrPortFrom(a, uint16(ua.Port))
 				}
 			}
-			ok[i] = l.accept(sk, pkts[i], msgs[i].N, src)
+			ok[i] = l.accept(sk, &icrc, pkts[i], msgs[i].N, src)
 		}
 		batch = l.deliver(h, pkts[:k], ok[:k], batch)
 		for i := range k {
