@@ -2,8 +2,9 @@
 // and UDP headers and the transport packet, so that fields routers may change
 // (TOS/traffic class, TTL/hop limit, flow label, IPv4 checksum, UDP checksum,
 // BTH FECN/BECN byte) do not invalidate it. The masked prefix is built on the
-// stack and the payload is hashed in place: no allocation, and hash/crc32 uses
-// the CPU's carry-less multiply where it has one.
+// stack and the payload is hashed in place, without allocating, by
+// internal/crc (AVX-512 carry-less multiply over four lanes where the CPU has
+// it, hash/crc32 otherwise).
 
 package wire
 
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net/netip"
+
+	ieee "github.com/softrdma/softrdma/internal/crc"
 )
 
 // UDPPort is the IANA port of RoCEv2.
@@ -52,7 +55,7 @@ func ICRC(f *Framing, pkt []byte) uint32 {
 		return 0
 	}
 	crc := icrcPrefix(f, pkt[:BTHLen], len(pkt))
-	return crc32.Update(crc, crc32.IEEETable, pkt[BTHLen:len(pkt)-ICRCLen])
+	return ieee.Update(crc, pkt[BTHLen:len(pkt)-ICRCLen])
 }
 
 // ICRCParts is ICRC for a packet held in three parts, head, mid and tail
@@ -63,9 +66,9 @@ func ICRCParts(f *Framing, head, mid, tail []byte) uint32 {
 		return 0
 	}
 	crc := icrcPrefix(f, head[:BTHLen], len(head)+len(mid)+len(tail))
-	crc = crc32.Update(crc, crc32.IEEETable, head[BTHLen:])
-	crc = crc32.Update(crc, crc32.IEEETable, mid)
-	return crc32.Update(crc, crc32.IEEETable, tail[:len(tail)-ICRCLen])
+	crc = ieee.Update(crc, head[BTHLen:])
+	crc = ieee.Update(crc, mid)
+	return ieee.Update(crc, tail[:len(tail)-ICRCLen])
 }
 
 // SealParts computes the ICRC of a packet in three parts (ICRCParts) and

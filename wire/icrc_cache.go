@@ -12,8 +12,9 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"net/netip"
+
+	ieee "github.com/softrdma/softrdma/internal/crc"
 )
 
 // ICRCCache computes ICRCs (as ICRC, SealParts and CheckICRCIPv4 do)
@@ -89,7 +90,7 @@ func (c *ICRCCache) ICRC(f *Framing, pkt []byte) uint32 {
 		return 0
 	}
 	crc := bthCRC(c.headers(f, len(pkt)), pkt[:BTHLen])
-	return crc32.Update(crc, crc32.IEEETable, pkt[BTHLen:len(pkt)-ICRCLen])
+	return ieee.Update(crc, pkt[BTHLen:len(pkt)-ICRCLen])
 }
 
 // Seal is the package's Seal, reusing the cached header CRC.
@@ -106,9 +107,9 @@ func (c *ICRCCache) SealParts(f *Framing, head, mid, tail []byte) {
 		return
 	}
 	crc := bthCRC(c.headers(f, len(head)+len(mid)+len(tail)), head[:BTHLen])
-	crc = crc32.Update(crc, crc32.IEEETable, head[BTHLen:])
-	crc = crc32.Update(crc, crc32.IEEETable, mid)
-	crc = crc32.Update(crc, crc32.IEEETable, tail[:len(tail)-ICRCLen])
+	crc = ieee.Update(crc, head[BTHLen:])
+	crc = ieee.Update(crc, mid)
+	crc = ieee.Update(crc, tail[:len(tail)-ICRCLen])
 	binary.LittleEndian.PutUint32(tail[len(tail)-ICRCLen:], crc)
 }
 

@@ -16,7 +16,8 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+
+	ieee "github.com/softrdma/softrdma/internal/crc"
 )
 
 // IBICRC computes the invariant CRC of pkt, an IB packet from the LRH
@@ -55,7 +56,7 @@ func IBICRC(pkt []byte) uint32 {
 	hdr[n+4] = 0xFF // BTH Resv8a
 	n += BTHLen
 	crc := crcUpdate(0, hdr[:n])
-	return crc32.Update(crc, crc32.IEEETable, pkt[n:len(pkt)-ICRCLen])
+	return ieee.Update(crc, pkt[n:len(pkt)-ICRCLen])
 }
 
 // SealIB computes the ICRC and then the VCRC of pkt, a whole IB packet

@@ -16,7 +16,9 @@ const module = "github.com/softrdma/softrdma"
 // package imports only packages of a lower layer; interop/... may also
 // import its own packages. A new package must be given a layer here.
 var layers = map[string]int{
-	"wire": 0,
+	// The CRC-32 the wire format's checksums use.
+	"internal/crc": -1,
+	"wire":         0,
 	// Foundations over the wire format.
 	"wire/mad": 1, "internal/netif": 1, "internal/mem": 1, "link": 1,
 	"verbs/internal/requester": 1, "internal/leakcheck": 1,
