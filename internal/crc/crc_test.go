@@ -33,10 +33,6 @@ func withFallback(t testing.TB, f func()) {
 	f()
 }
 
-func TestFastPathEnabled(t *testing.T) {
-	t.Logf("AVX-512 VPCLMULQDQ path: %v", useAVX512)
-}
-
 func checkAllLengths(t *testing.T, maxLen int) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	buf := randBytes(rng, maxLen+64)
