@@ -4,7 +4,8 @@
 // with, only the BTH changes from packet to packet of one flow and size:
 // the addresses, ports and lengths stay, and the IPv4 Identification (which
 // a GSO send numbers per segment) enters the CRC linearly. ICRCCache keeps
-// the CRC of the IP and UDP part for the last flow and size it saw, so that
+// the CRC of the IP and UDP part for the last two flows and sizes it saw
+// (a stream, or requests and the ACKs that travel with them), so that
 // a packet's ICRC hashes its BTH and payload only; a 64-byte WRITE's costs
 // a third less.
 
@@ -19,17 +20,29 @@ import (
 
 // ICRCCache computes ICRCs (as ICRC, SealParts and CheckICRCIPv4 do)
 // reusing the CRC of the masked IP and UDP headers while the flow (the
-// Framing without its IPv4 Identification) and the packet size stay the
-// same. Its zero value is ready; it is not safe for concurrent use.
+// Framing without its IPv4 Identification) and the packet size are one of
+// the last two seen: a stream of one flow, or a request and the ACK that
+// travels with it. Its zero value is ready; it is not safe for concurrent
+// use.
 type ICRCCache struct {
-	src, dst      netip.Addr
-	sport, dport  uint16
-	frag          uint16
-	size          int
-	crc           uint32   // the headers' CRC with Identification 0
-	basis         *idBasis // basisFor(size), once asked for
-	valid, is4    bool
-	hits, lookups uint64 // for tests
+	e             [2]icrcEntry // the newest first
+	hits, lookups uint64       // for tests
+}
+
+// icrcEntry is one flow and size's header CRC.
+type icrcEntry struct {
+	src, dst     netip.Addr
+	sport, dport uint16
+	frag         uint16
+	size         int
+	crc          uint32   // the headers' CRC with Identification 0
+	basis        *idBasis // basisFor(size), once asked for
+	valid, is4   bool
+}
+
+// matches reports whether e holds f's flow for packets of size bytes.
+func (e *icrcEntry) matches(f *Framing, size int) bool {
+	return e.valid && e.size == size && e.src == f.Src && e.dst == f.Dst && e.sport == f.SrcPort && e.dport == f.DstPort && e.frag == f.IPv4Frag
 }
 
 // ipv4HeadLen is the length of the masked headers before the BTH for
@@ -54,23 +67,32 @@ var ipv4IDTab = func() (t [2][256]uint32) {
 	return t
 }()
 
-// headers returns the CRC of the masked IP and UDP headers of a packet of
-// size bytes (BTH through ICRC) framed by f, from the cache when the flow
-// and size are those of the last call.
-func (c *ICRCCache) headers(f *Framing, size int) uint32 {
+// entry returns the entry for f's flow and packets of size bytes, the
+// newest, filling it if neither entry is.
+func (c *ICRCCache) entry(f *Framing, size int) *icrcEntry {
 	c.lookups++
-	if !c.valid || c.size != size || c.src != f.Src || c.dst != f.Dst || c.sport != f.SrcPort || c.dport != f.DstPort || c.frag != f.IPv4Frag {
+	switch {
+	case c.e[0].matches(f, size):
+		c.hits++
+	case c.e[1].matches(f, size):
+		c.hits++
+		c.e[0], c.e[1] = c.e[1], c.e[0]
+	default:
 		g := *f
 		g.IPv4ID = 0
-		c.src, c.dst, c.sport, c.dport, c.frag, c.size = f.Src, f.Dst, f.SrcPort, f.DstPort, f.IPv4Frag, size
-		c.crc = headersCRC(&g, size)
-		c.basis = nil
-		c.valid, c.is4 = true, g.IsIPv4()
-	} else {
-		c.hits++
+		c.e[1] = c.e[0]
+		c.e[0] = icrcEntry{src: f.Src, dst: f.Dst, sport: f.SrcPort, dport: f.DstPort, frag: f.IPv4Frag, size: size,
+			crc: headersCRC(&g, size), valid: true, is4: g.IsIPv4()}
 	}
-	crc := c.crc
-	if id := f.IPv4ID; id != 0 && c.is4 {
+	return &c.e[0]
+}
+
+// headers returns the CRC of the masked IP and UDP headers of a packet of
+// size bytes (BTH through ICRC) framed by f.
+func (c *ICRCCache) headers(f *Framing, size int) uint32 {
+	e := c.entry(f, size)
+	crc := e.crc
+	if id := f.IPv4ID; id != 0 && e.is4 {
 		crc ^= ipv4IDTab[0][id>>8] ^ ipv4IDTab[1][id&0xff]
 	}
 	return crc
@@ -126,8 +148,9 @@ func (c *ICRCCache) CheckICRCIPv4(f *Framing, pkt []byte) (exact, some bool) {
 	if !f.IsIPv4() {
 		return false, false
 	}
-	if c.basis == nil {
-		c.basis = basisFor(len(pkt))
+	e := &c.e[0] // ICRC's, just looked up
+	if e.basis == nil {
+		e.basis = basisFor(len(pkt))
 	}
-	return false, c.basis.reduces(diff)
+	return false, e.basis.reduces(diff)
 }

@@ -136,3 +136,23 @@ func BenchmarkICRCCache(b *testing.B) {
 		}
 	})
 }
+
+// TestICRCCacheAlternating: a request and its ACK, two sizes of one flow
+// in turn, are both served from the cache after their first packets.
+func TestICRCCacheAlternating(t *testing.T) {
+	var c ICRCCache
+	f := cacheFlows[0]
+	req, ack := make([]byte, 96), make([]byte, BTHLen+4+ICRCLen)
+	for i := range 100 {
+		f.IPv4ID = uint16(i)
+		for _, p := range [][]byte{req, ack} {
+			c.Seal(&f, p)
+			if !VerifyICRC(&f, p) {
+				t.Fatalf("round %d: %d-byte packet sealed wrong", i, len(p))
+			}
+		}
+	}
+	if c.lookups != 200 || c.hits != 198 {
+		t.Errorf("%d of %d lookups hit, want 198 of 200", c.hits, c.lookups)
+	}
+}
