@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestWriteMsgsZone(t *testing.T) {
 		t.Error("fill took a destination with a zone")
 	}
 	plain := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4791}}}
-	if !x.fill(plain, true) || len(x.hdrs) != 1 || x.hdrs[0].hdr.Namelen != 16 || x.big {
+	if !x.fill(plain, true) || len(x.hdrs) != 1 || x.hdrs[0].hdr.Namelen != 16 {
 		t.Errorf("fill: %+v", x)
 	}
 
@@ -95,5 +96,40 @@ func TestWriteMsgsErrno(t *testing.T) {
 	s.sys.release()
 	if n != 0 || !errors.Is(err, syscall.EMSGSIZE) {
 		t.Fatalf("writeMsgs of 70,000 bytes: %d, %v; want 0 and EMSGSIZE", n, err)
+	}
+}
+
+// TestWriteMsgsChunks: one sendmmsg carries at most rawSendMax bytes (it
+// runs without the scheduler's knowledge) and at least one message, and the
+// caller's loop sends the rest.
+func TestWriteMsgsChunks(t *testing.T) {
+	const size = 60000
+	per := rawSendMax / size
+	l := open(t, Config{Addrs: []netip.Addr{lo1}})
+	sk := l.socks[0]
+	dst := rawConn(t, lo1).LocalAddr().(*net.UDPAddr)
+	msgs := make([]ipv4.Message, 2*per+1)
+	for i := range msgs {
+		msgs[i] = ipv4.Message{Buffers: [][]byte{make([]byte, size/2), make([]byte, size-size/2)}, Addr: dst}
+	}
+	s := new(sendScratch)
+	var calls []int
+	for done := 0; done < len(msgs); {
+		n, err := l.writeMsgs(sk, s, msgs[done:])
+		if err != nil || n <= 0 {
+			t.Fatalf("writeMsgs after %d: %d, %v", done, n, err)
+		}
+		calls = append(calls, n)
+		done += n
+	}
+	s.sys.release()
+	if want := []int{per, per, 1}; !slices.Equal(calls, want) {
+		t.Errorf("messages a call %v, want %v", calls, want)
+	}
+	// A message larger than the bound still goes, alone.
+	var x sysScratch
+	big := []ipv4.Message{{Buffers: [][]byte{make([]byte, rawSendMax+1)}, Addr: dst}, msgs[0]}
+	if !x.fill(big, true) || len(x.hdrs) != 1 {
+		t.Errorf("fill of a message over the bound: %d headers, want 1", len(x.hdrs))
 	}
 }
