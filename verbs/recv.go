@@ -45,29 +45,31 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 	var mc [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
 	n, nmc, nresp := 0, 0, 0
 	for _, p := range batch {
-		pkt, err := wire.Parse(p.Data())
-		if err != nil {
+		it := &items[n]
+		// Parsed in place (see wire.ParseInto).
+		if err := wire.ParseInto(&it.pkt, p.Data()); err != nil {
 			d.stats.RxMalformed.Add(1)
 			d.log.Debug("dropping malformed packet", "from", p.Src, "err", err)
 			continue
 		}
-		if pkt.BTH().DestQP() == wire.QPMulticast {
-			items[n] = rxItem{nil, pkt, p, false}
+		it.p = p
+		dqp := it.pkt.BTH().DestQP()
+		if dqp == wire.QPMulticast {
+			it.qp, it.resp = nil, false
 			mc[nmc] = uint8(n)
 			n++
 			nmc++
 			continue
 		}
-		qp := d.lookupQP(pkt.BTH().DestQP())
+		qp := d.lookupQP(dqp)
 		if qp == nil {
 			d.stats.RxUnknownQP.Add(1)
 			continue
 		}
-		resp := pkt.Info().Is(wire.FlagResponse)
-		if resp {
+		it.qp, it.resp = qp, it.pkt.Info().Is(wire.FlagResponse)
+		if it.resp {
 			nresp++
 		}
-		items[n] = rxItem{qp, pkt, p, resp}
 		n++
 	}
 	mixed := nresp > 0 && nresp < n-nmc

@@ -465,7 +465,7 @@ func FuzzParseIB(f *testing.F) {
 			gf := g.Fields()
 			fr.GRH = &gf
 		}
-		h := headersOf(p.Transport())
+		h := headersOf(*p.Transport())
 		out := make([]byte, len(b))
 		n, err := wire.BuildIB(out, &fr, &h, p.Transport().Payload())
 		if err != nil || n != len(b) {
@@ -474,7 +474,7 @@ func FuzzParseIB(f *testing.F) {
 		want := slices.Clone(b)
 		want[1] &^= 0x0C // LRH reserved bits
 		want[4] &= 0x07
-		clearUnencoded(want[off:len(want)-2], p.Transport())
+		clearUnencoded(want[off:len(want)-2], *p.Transport())
 		wire.SealIB(want)
 		if !bytes.Equal(out, want) {
 			t.Fatalf("rebuilt:\n got %x\nwant %x", out, want)

@@ -90,10 +90,10 @@ func ParseIB(b []byte) (IBPacket, error) {
 }
 
 // Bytes returns the whole packet, LRH through VCRC.
-func (p IBPacket) Bytes() []byte { return p.b }
+func (p *IBPacket) Bytes() []byte { return p.b }
 
 // LRH returns the local route header (nil for the zero IBPacket).
-func (p IBPacket) LRH() LRH {
+func (p *IBPacket) LRH() LRH {
 	if p.b == nil {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (p IBPacket) LRH() LRH {
 }
 
 // GRH returns the global route header, or nil for a local packet.
-func (p IBPacket) GRH() GRH {
+func (p *IBPacket) GRH() GRH {
 	if !p.grh {
 		return nil
 	}
@@ -109,10 +109,10 @@ func (p IBPacket) GRH() GRH {
 }
 
 // Transport returns the transport packet, BTH through ICRC.
-func (p IBPacket) Transport() Packet { return p.trans }
+func (p *IBPacket) Transport() *Packet { return &p.trans }
 
 // VCRC returns the variant CRC carried at the end of the packet.
-func (p IBPacket) VCRC() uint16 {
+func (p *IBPacket) VCRC() uint16 {
 	if p.b == nil {
 		return 0
 	}

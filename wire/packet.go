@@ -42,54 +42,67 @@ type Packet struct {
 // ICRC, the pad count fits, and fixed-size payloads have their size. It does
 // not check the ICRC (see ICRC and VerifyICRC) nor transport state.
 func Parse(b []byte) (Packet, error) {
+	var p Packet
+	err := ParseInto(&p, b)
+	return p, err
+}
+
+// ParseInto is Parse storing the view in *p (the zero Packet on error). A
+// receive path that parses into the slot the packet is kept in saves a
+// copy: a Packet returned in registers and copied on is stored and
+// reloaded in pieces of different widths, which stalls the CPU.
+func ParseInto(p *Packet, b []byte) error {
+	*p = Packet{}
 	if len(b) < BTHLen+ICRCLen {
 		op := Opcode(0)
 		if len(b) > 0 {
 			op = Opcode(b[0])
 		}
-		return Packet{}, &ParseError{op, fmt.Sprintf("%d bytes is shorter than BTH and ICRC", len(b))}
+		return &ParseError{op, fmt.Sprintf("%d bytes is shorter than BTH and ICRC", len(b))}
 	}
 	bth := BTH(b)
 	op := bth.Opcode()
 	info := op.Info()
 	if info == nil {
-		return Packet{}, &ParseError{op, "unknown opcode"}
+		return &ParseError{op, "unknown opcode"}
 	}
 	if v := bth.TVer(); v != TransportVersion {
-		return Packet{}, &ParseError{op, fmt.Sprintf("transport version %d", v)}
+		return &ParseError{op, fmt.Sprintf("transport version %d", v)}
 	}
 	if len(b) < info.HdrLen+ICRCLen {
-		return Packet{}, &ParseError{op, fmt.Sprintf("%d bytes is shorter than the %d header bytes and ICRC of %s", len(b), info.HdrLen, info.Name)}
+		return &ParseError{op, fmt.Sprintf("%d bytes is shorter than the %d header bytes and ICRC of %s", len(b), info.HdrLen, info.Name)}
 	}
 	pad := bth.PadCount()
 	rest := len(b) - info.HdrLen - ICRCLen
 	if !info.Has(HdrPayload) {
 		if rest != 0 || pad != 0 {
-			return Packet{}, &ParseError{op, fmt.Sprintf("%s carries no payload but has %d extra bytes and pad %d", info.Name, rest, pad)}
+			return &ParseError{op, fmt.Sprintf("%s carries no payload but has %d extra bytes and pad %d", info.Name, rest, pad)}
 		}
-		return Packet{b: b, info: info}, nil
+		p.b, p.info = b, info
+		return nil
 	}
 	if rest < pad {
-		return Packet{}, &ParseError{op, fmt.Sprintf("pad count %d exceeds the %d bytes after the headers", pad, rest)}
+		return &ParseError{op, fmt.Sprintf("pad count %d exceeds the %d bytes after the headers", pad, rest)}
 	}
 	if rest%4 != 0 {
-		return Packet{}, &ParseError{op, fmt.Sprintf("payload plus pad is %d bytes, not a multiple of 4", rest)}
+		return &ParseError{op, fmt.Sprintf("payload plus pad is %d bytes, not a multiple of 4", rest)}
 	}
 	plen := rest - pad
 	if info.FixedPayload >= 0 && plen != info.FixedPayload {
-		return Packet{}, &ParseError{op, fmt.Sprintf("%s needs a %d-byte payload, got %d", info.Name, info.FixedPayload, plen)}
+		return &ParseError{op, fmt.Sprintf("%s needs a %d-byte payload, got %d", info.Name, info.FixedPayload, plen)}
 	}
-	return Packet{b: b, info: info, plen: plen}, nil
+	p.b, p.info, p.plen = b, info, plen
+	return nil
 }
 
 // Bytes returns the whole packet, BTH through ICRC.
-func (p Packet) Bytes() []byte { return p.b }
+func (p *Packet) Bytes() []byte { return p.b }
 
 // Info returns the opcode's table entry (nil for the zero Packet).
-func (p Packet) Info() *OpInfo { return p.info }
+func (p *Packet) Info() *OpInfo { return p.info }
 
 // Opcode returns the opcode.
-func (p Packet) Opcode() Opcode {
+func (p *Packet) Opcode() Opcode {
 	if p.info == nil {
 		return 0
 	}
@@ -97,14 +110,14 @@ func (p Packet) Opcode() Opcode {
 }
 
 // BTH returns the base transport header.
-func (p Packet) BTH() BTH {
+func (p *Packet) BTH() BTH {
 	if p.info == nil {
 		return nil
 	}
 	return BTH(p.b[:BTHLen])
 }
 
-func (p Packet) view(off int8, n int) []byte {
+func (p *Packet) view(off int8, n int) []byte {
 	if p.info == nil || off < 0 {
 		return nil
 	}
@@ -112,29 +125,29 @@ func (p Packet) view(off int8, n int) []byte {
 }
 
 // RETH returns the RDMA extended header, or nil.
-func (p Packet) RETH() RETH { return RETH(p.view(p.infoOff().offRETH, RETHLen)) }
+func (p *Packet) RETH() RETH { return RETH(p.view(p.infoOff().offRETH, RETHLen)) }
 
 // AETH returns the ACK extended header, or nil.
-func (p Packet) AETH() AETH { return AETH(p.view(p.infoOff().offAETH, AETHLen)) }
+func (p *Packet) AETH() AETH { return AETH(p.view(p.infoOff().offAETH, AETHLen)) }
 
 // DETH returns the datagram extended header, or nil.
-func (p Packet) DETH() DETH { return DETH(p.view(p.infoOff().offDETH, DETHLen)) }
+func (p *Packet) DETH() DETH { return DETH(p.view(p.infoOff().offDETH, DETHLen)) }
 
 // AtomicETH returns the atomic extended header, or nil.
-func (p Packet) AtomicETH() AtomicETH {
+func (p *Packet) AtomicETH() AtomicETH {
 	return AtomicETH(p.view(p.infoOff().offAtomic, AtomicETHLen))
 }
 
 // AtomicAckETH returns the atomic acknowledge header, or nil.
-func (p Packet) AtomicAckETH() AtomicAckETH {
+func (p *Packet) AtomicAckETH() AtomicAckETH {
 	return AtomicAckETH(p.view(p.infoOff().offAtomicAck, AtomicAckETHLen))
 }
 
 // FETH returns the flush extended header, or nil.
-func (p Packet) FETH() FETH { return FETH(p.view(p.infoOff().offFETH, FETHLen)) }
+func (p *Packet) FETH() FETH { return FETH(p.view(p.infoOff().offFETH, FETHLen)) }
 
 // Imm returns the immediate data and whether the opcode carries it.
-func (p Packet) Imm() (uint32, bool) {
+func (p *Packet) Imm() (uint32, bool) {
 	v := p.view(p.infoOff().offImm, ImmDtLen)
 	if v == nil {
 		return 0, false
@@ -143,7 +156,7 @@ func (p Packet) Imm() (uint32, bool) {
 }
 
 // InvRKey returns the R_Key to invalidate (IETH) and whether it is present.
-func (p Packet) InvRKey() (RKey, bool) {
+func (p *Packet) InvRKey() (RKey, bool) {
 	v := p.view(p.infoOff().offIETH, IETHLen)
 	if v == nil {
 		return 0, false
@@ -152,7 +165,7 @@ func (p Packet) InvRKey() (RKey, bool) {
 }
 
 // Payload returns the payload without pad.
-func (p Packet) Payload() []byte {
+func (p *Packet) Payload() []byte {
 	if p.info == nil {
 		return nil
 	}
@@ -160,7 +173,7 @@ func (p Packet) Payload() []byte {
 }
 
 // ICRC returns the invariant CRC carried at the end of the packet.
-func (p Packet) ICRC() uint32 {
+func (p *Packet) ICRC() uint32 {
 	if p.info == nil {
 		return 0
 	}
@@ -170,7 +183,7 @@ func (p Packet) ICRC() uint32 {
 var noInfo = OpInfo{offRETH: -1, offAETH: -1, offDETH: -1, offImm: -1, offIETH: -1,
 	offAtomic: -1, offAtomicAck: -1, offFETH: -1}
 
-func (p Packet) infoOff() *OpInfo {
+func (p *Packet) infoOff() *OpInfo {
 	if p.info == nil {
 		return &noInfo
 	}

@@ -319,6 +319,24 @@ func TestParseTruncated(t *testing.T) {
 	}
 }
 
+// TestParseInto: ParseInto fills a Packet in place as Parse returns one,
+// and leaves the zero Packet on error whatever the slot held.
+func TestParseInto(t *testing.T) {
+	var slot wire.Packet
+	for _, bp := range allBuiltPackets(t) {
+		want, err := wire.Parse(bp.pkt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.ParseInto(&slot, bp.pkt); err != nil || !bytes.Equal(slot.Bytes(), want.Bytes()) || slot.Info() != want.Info() || !bytes.Equal(slot.Payload(), want.Payload()) {
+			t.Fatalf("ParseInto(%v): %v, %+v; Parse gave %+v", want.Info().Name, err, slot, want)
+		}
+		if err := wire.ParseInto(&slot, bp.pkt[:wire.BTHLen]); err == nil || slot.Bytes() != nil || slot.Info() != nil || slot.Payload() != nil {
+			t.Fatalf("ParseInto of a truncated %v: %v, left %+v", want.Info().Name, err, slot)
+		}
+	}
+}
+
 func parseNoPanic(t *testing.T, b []byte) (p wire.Packet, err error) {
 	t.Helper()
 	defer func() {
