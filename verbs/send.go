@@ -231,13 +231,17 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 	w := qp.sq.at(rp.Seq)
 	var h wire.Headers
 	op := w.info.requestOpcode(qp.typ, rp.First, rp.Last)
-	h.BTH = wire.BTHFields{Opcode: op, PKey: qp.pkey, DestQP: qp.attr.DestQPN, PSN: rp.PSN, AckReq: rp.AckReq, MigReq: qp.migReq}
+	// Field by field: a composite literal is built on the stack in narrow
+	// stores and copied in 16-byte loads, a store-forwarding stall (a
+	// third of this function's time in a 64-byte stream).
+	b := &h.BTH
+	b.Opcode, b.PKey, b.DestQP, b.PSN, b.AckReq, b.MigReq = op, qp.pkey, qp.attr.DestQPN, rp.PSN, rp.AckReq, qp.migReq
 	dst, src, tclass, ib := qp.dst, qp.src, qp.attr.AH.TrafficClass, &qp.ib
 	switch w.info.class {
 	case classWrite:
-		h.RETH = wire.RETHFields{VA: w.raddr, RKey: w.rkey, DMALen: uint32(w.length)}
+		h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.raddr, w.rkey, uint32(w.length)
 	case classRead:
-		h.RETH = wire.RETHFields{VA: w.raddr + uint64(rp.ReadOff), RKey: w.rkey, DMALen: uint32(rp.ReadLen)}
+		h.RETH.VA, h.RETH.RKey, h.RETH.DMALen = w.raddr+uint64(rp.ReadOff), w.rkey, uint32(rp.ReadLen)
 	case classAtomic:
 		h.Atomic = wire.AtomicETHFields{VA: w.raddr, RKey: w.rkey, SwapAdd: w.cmpAdd}
 		if w.op == WRAtomicCmpAndSwp {

@@ -209,12 +209,6 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 		return nil, err
 	}
 	sk := l.sourceSocket(si, l.socks[si], p.Src.Port())
-	// Sealed by segment, which knows the IPv4 Identification it gets.
-	s.fr[i] = wire.Framing{
-		Src: sk.addr, Dst: dst, SrcPort: sk.local.Port(), DstPort: p.Dst.Port(),
-		IPv4Frag: wire.IPv4DontFragment,
-	}
-
 	s.tc[i] = p.TClass
 	m := &s.msgs[i]
 	if p.Ext != nil && l.hook.Load() != nil {
@@ -228,15 +222,32 @@ func (l *Link) prepare(s *sendScratch, i int, p *link.Packet) (*socket, error) {
 	} else {
 		s.bufs[i], s.ext[i], s.tail[i] = p.Data(), nil, nil
 	}
-	ua := &s.addrs[i]
-	s.ips[i] = dst.As16()
-	if sk.is4 {
-		ua.IP = s.ips[i][12:16]
+	// The framing (sealed by segment, which knows the IPv4 Identification
+	// it gets) and the destination address. A packet of the previous one's
+	// flow copies them from it: built anew, they pass through registers
+	// that the compiler stores 8 bytes at a time and copies 16 at a time, a
+	// store-forwarding stall that was a twentieth of a 64-byte stream's
+	// sender.
+	dport := p.Dst.Port()
+	if i > 0 && s.sock[i-1] == sk && s.fr[i-1].Dst == dst && s.fr[i-1].DstPort == dport {
+		s.fr[i] = s.fr[i-1]
+		s.ips[i] = s.ips[i-1]
+		s.addrs[i] = s.addrs[i-1]
 	} else {
-		ua.IP = s.ips[i][:]
+		s.fr[i] = wire.Framing{
+			Src: sk.addr, Dst: dst, SrcPort: sk.local.Port(), DstPort: dport,
+			IPv4Frag: wire.IPv4DontFragment,
+		}
+		ua := &s.addrs[i]
+		s.ips[i] = dst.As16()
+		if sk.is4 {
+			ua.IP = s.ips[i][12:16]
+		} else {
+			ua.IP = s.ips[i][:]
+		}
+		ua.Port = int(dport)
+		ua.Zone = dst.Zone()
 	}
-	ua.Port = int(p.Dst.Port())
-	ua.Zone = dst.Zone()
 	m.N, m.NN, m.Flags = 0, 0, 0
 	return sk, nil
 }
