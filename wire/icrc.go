@@ -54,8 +54,7 @@ func ICRC(f *Framing, pkt []byte) uint32 {
 	if len(pkt) < BTHLen+ICRCLen {
 		return 0
 	}
-	crc := icrcPrefix(f, pkt[:BTHLen], len(pkt))
-	return ieee.Update(crc, pkt[BTHLen:len(pkt)-ICRCLen])
+	return icrcAfter(headersCRC(f, len(pkt)), pkt)
 }
 
 // ICRCParts is ICRC for a packet held in three parts, head, mid and tail
@@ -65,10 +64,30 @@ func ICRCParts(f *Framing, head, mid, tail []byte) uint32 {
 	if len(head) < BTHLen || len(tail) < ICRCLen {
 		return 0
 	}
-	crc := icrcPrefix(f, head[:BTHLen], len(head)+len(mid)+len(tail))
+	return icrcPartsAfter(headersCRC(f, len(head)+len(mid)+len(tail)), head, mid, tail)
+}
+
+// icrcAfter is the ICRC of pkt, at least a BTH and an ICRC long, given
+// hcrc, the CRC of its masked headers before the BTH (headersCRC).
+func icrcAfter(hcrc uint32, pkt []byte) uint32 {
+	crc := bthCRC(hcrc, pkt[:BTHLen])
+	return ieee.Update(crc, pkt[BTHLen:len(pkt)-ICRCLen])
+}
+
+// icrcPartsAfter is icrcAfter for a packet in three parts (ICRCParts).
+func icrcPartsAfter(hcrc uint32, head, mid, tail []byte) uint32 {
+	crc := bthCRC(hcrc, head[:BTHLen])
 	crc = ieee.Update(crc, head[BTHLen:])
 	crc = ieee.Update(crc, mid)
 	return ieee.Update(crc, tail[:len(tail)-ICRCLen])
+}
+
+// bthCRC continues crc with the masked BTH.
+func bthCRC(crc uint32, bth []byte) uint32 {
+	var b [BTHLen]byte
+	copy(b[:], bth)
+	b[4] = 0xff // FECN, BECN, reserved
+	return crcUpdate(crc, b[:])
 }
 
 // SealParts computes the ICRC of a packet in three parts (ICRCParts) and
@@ -78,12 +97,6 @@ func SealParts(f *Framing, head, mid, tail []byte) {
 		return
 	}
 	binary.LittleEndian.PutUint32(tail[len(tail)-ICRCLen:], ICRCParts(f, head, mid, tail))
-}
-
-// icrcPrefix is the CRC of the masked pseudo-headers and BTH of a packet of
-// size bytes (BTH through ICRC) with framing f.
-func icrcPrefix(f *Framing, bth []byte, size int) uint32 {
-	return bthCRC(headersCRC(f, size), bth)
 }
 
 // headersCRC is the CRC of the masked headers before the BTH of a packet of

@@ -14,8 +14,6 @@ package wire
 import (
 	"encoding/binary"
 	"net/netip"
-
-	ieee "github.com/softrdma/softrdma/internal/crc"
 )
 
 // ICRCCache computes ICRCs (as ICRC, SealParts and CheckICRCIPv4 do)
@@ -98,21 +96,12 @@ func (c *ICRCCache) headers(f *Framing, size int) uint32 {
 	return crc
 }
 
-// bthCRC continues crc with the masked BTH.
-func bthCRC(crc uint32, bth []byte) uint32 {
-	var b [BTHLen]byte
-	copy(b[:], bth)
-	b[4] = 0xff // FECN, BECN, reserved
-	return crcUpdate(crc, b[:])
-}
-
 // ICRC is the package's ICRC, reusing the cached header CRC.
 func (c *ICRCCache) ICRC(f *Framing, pkt []byte) uint32 {
 	if len(pkt) < BTHLen+ICRCLen {
 		return 0
 	}
-	crc := bthCRC(c.headers(f, len(pkt)), pkt[:BTHLen])
-	return ieee.Update(crc, pkt[BTHLen:len(pkt)-ICRCLen])
+	return icrcAfter(c.headers(f, len(pkt)), pkt)
 }
 
 // Seal is the package's Seal, reusing the cached header CRC.
@@ -128,10 +117,7 @@ func (c *ICRCCache) SealParts(f *Framing, head, mid, tail []byte) {
 	if len(head) < BTHLen || len(tail) < ICRCLen {
 		return
 	}
-	crc := bthCRC(c.headers(f, len(head)+len(mid)+len(tail)), head[:BTHLen])
-	crc = ieee.Update(crc, head[BTHLen:])
-	crc = ieee.Update(crc, mid)
-	crc = ieee.Update(crc, tail[:len(tail)-ICRCLen])
+	crc := icrcPartsAfter(c.headers(f, len(head)+len(mid)+len(tail)), head, mid, tail)
 	binary.LittleEndian.PutUint32(tail[len(tail)-ICRCLen:], crc)
 }
 
@@ -141,16 +127,6 @@ func (c *ICRCCache) CheckICRCIPv4(f *Framing, pkt []byte) (exact, some bool) {
 	if len(pkt) < BTHLen+ICRCLen {
 		return false, false
 	}
-	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ c.ICRC(f, pkt)
-	if diff == 0 {
-		return true, true
-	}
-	if !f.IsIPv4() {
-		return false, false
-	}
-	e := &c.e[0] // ICRC's, just looked up
-	if e.basis == nil {
-		e.basis = basisFor(len(pkt))
-	}
-	return false, e.basis.reduces(diff)
+	icrc := c.ICRC(f, pkt)
+	return checkIPv4(f, pkt, icrc, &c.e[0].basis) // the entry ICRC used
 }

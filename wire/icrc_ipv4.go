@@ -136,14 +136,24 @@ func CheckICRCIPv4(f *Framing, pkt []byte) (exact, some bool) {
 	if len(pkt) < BTHLen+ICRCLen {
 		return false, false
 	}
-	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ ICRC(f, pkt)
+	var b *idBasis
+	return checkIPv4(f, pkt, ICRC(f, pkt), &b)
+}
+
+// checkIPv4 is CheckICRCIPv4 given icrc, pkt's ICRC as framed by f; basis
+// holds the basis for pkt's length, or nil, which it fills when needed.
+func checkIPv4(f *Framing, pkt []byte, icrc uint32, basis **idBasis) (exact, some bool) {
+	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ icrc
 	if diff == 0 {
 		return true, true
 	}
 	if !f.IsIPv4() {
 		return false, false
 	}
-	return false, basisFor(len(pkt)).reduces(diff)
+	if *basis == nil {
+		*basis = basisFor(len(pkt))
+	}
+	return false, (*basis).reduces(diff)
 }
 
 // IPv4HeaderFor returns an IPv4 Identification and flags/fragment-offset
