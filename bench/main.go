@@ -15,7 +15,9 @@
 //
 // Internal subcommands, run by the table's cases: "qpscale" (QPs created
 // and brought to RTS on one device), "cm-server" and "cm-client" (rdma_cm
-// connections between two processes, each moving a SEND). With
+// connections between two processes, each moving a SEND), "udpfloor" (a
+// UDP ping-pong making the system calls of softrdma's polling round trip
+// and nothing else: the kernel's share of it, see floor_linux.go). With
 // SOFTRDMA_CPUPROFILE=FILE in its environment, a subcommand writes a CPU
 // profile to FILE.
 package main
@@ -49,6 +51,8 @@ func main() {
 			err = runCMServer(os.Args[2:], os.Stdout)
 		case "cm-client":
 			err = runCMClient(os.Args[2:], os.Stdout)
+		case "udpfloor":
+			err = runFloor(os.Args[2:], os.Stdout)
 		default:
 			err = runTable(os.Args[1:], os.Stdout)
 		}
@@ -493,6 +497,13 @@ func (b *bench) latency() {
 		b.row("UDP 64 B round trip, "+mode+" (pingpong -mode "+mode+")", "",
 			fmt.Sprintf("%.1f / %.1f / %.1f us", f["p50"], f["p99"], f["p99.9"]), "")
 	}
+	floor, err := b.floor()
+	if err != nil {
+		b.fail("UDP 64 B round trip, spin, softrdma's system calls", err, "")
+	} else {
+		b.row("UDP 64 B round trip, spin, softrdma's system calls (bench udpfloor: a 96+20-byte GSO pair, recvmmsg with GRO)", "",
+			fmt.Sprintf("%.1f / %.1f / %.1f us", floor[0], floor[1], floor[2]), times(floor[0], ref["spin"][0])+" UDP spin median")
+	}
 	for _, test := range []string{"write_lat", "send_lat"} {
 		// default: perftest's loop, polling the CQ (or memory) and yielding;
 		// -e: sleeping in CQ.Wait (not write_lat: it waits on memory).
@@ -526,10 +537,30 @@ func (b *bench) latency() {
 			p99, _ := strconv.ParseFloat(m[6], 64)
 			p999, _ := strconv.ParseFloat(m[7], 64)
 			r := ref[against]
+			ratio := times(2*typ, r[0]) + " UDP " + against + " median"
+			if against == "spin" && floor[0] > 0 {
+				ratio += ", " + times(2*typ, floor[0]) + " the floor's"
+			}
 			b.row(name+" (median / p99 / p99.9)", fmt.Sprintf("%.1f / %.1f / %.1f us", 2*typ, 2*p99, 2*p999), "",
-				times(2*typ, r[0])+" UDP "+against+" median; p99 "+times(p99, typ)+" the median")
+				ratio+"; p99 "+times(p99, typ)+" the median")
 		}
 	}
+}
+
+// floor runs the udpfloor ping-pong (floor_linux.go) as two processes and
+// returns its median, p99 and p99.9 round trips in microseconds.
+func (b *bench) floor() ([3]float64, error) {
+	_, cout, err := b.pair(time.Minute, "bench",
+		[]string{"udpfloor", "-server", "-bind", "127.0.0.2:19120", "-peer", "127.0.0.1:19120"},
+		[]string{"udpfloor", "-bind", "127.0.0.1:19120", "-peer", "127.0.0.2:19120", "-n", "20000"})
+	f := fields(cout)
+	if err != nil || f["p50"] == 0 {
+		if err == nil {
+			err = fmt.Errorf("no figures in %q", cout)
+		}
+		return [3]float64{}, err
+	}
+	return [3]float64{f["p50"], f["p99"], f["p99.9"]}, nil
 }
 
 // pairedLatency runs the raw round trip and softrdma's alternately,
@@ -545,8 +576,19 @@ func (b *bench) pairedLatency() {
 		{"RC SEND 64 B round trip, -e, and UDP block", "block", "send_lat", "-e"},
 	} {
 		name := fmt.Sprintf("%s, %d pairs run alternately", c.name, b.pairs)
-		var ratios, softs, raws []float64
+		var ratios, softs, raws, floors, overFloor []float64
 		for range b.pairs {
+			// The spinning pairs take the floor too (between the raw
+			// reference and softrdma), for softrdma's ratio to it.
+			var fl float64
+			if c.raw == "spin" {
+				f, err := b.floor()
+				if err != nil {
+					b.fail(name+", the floor", err, "")
+					break
+				}
+				fl = f[0]
+			}
 			port := strconv.Itoa(19110 + i)
 			rout, err := b.rawPair("pingpong", []string{"-server", "-proto", "udp", "-mode", c.raw, "-port", port},
 				[]string{"-proto", "udp", "-mode", c.raw, "-port", port, "-size", "64", "-n", "20000"})
@@ -569,6 +611,10 @@ func (b *bench) pairedLatency() {
 			ratios = append(ratios, 2*typ/raw)
 			softs = append(softs, 2*typ)
 			raws = append(raws, raw)
+			if fl > 0 {
+				floors = append(floors, fl)
+				overFloor = append(overFloor, 2*typ/fl)
+			}
 		}
 		if len(ratios) < b.pairs {
 			continue
@@ -576,6 +622,11 @@ func (b *bench) pairedLatency() {
 		b.row(name, fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(softs), slices.Min(softs), slices.Max(softs)),
 			fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(raws), slices.Min(raws), slices.Max(raws)),
 			fmt.Sprintf("median %.2fx (pairs %.2f-%.2fx)", median(ratios), slices.Min(ratios), slices.Max(ratios)))
+		if len(floors) == b.pairs {
+			b.row("  the same pairs against the floor (udpfloor, run between them)", "",
+				fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(floors), slices.Min(floors), slices.Max(floors)),
+				fmt.Sprintf("median %.2fx (pairs %.2f-%.2fx)", median(overFloor), slices.Min(overFloor), slices.Max(overFloor)))
+		}
 	}
 }
 
