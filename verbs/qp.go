@@ -169,6 +169,11 @@ type QP struct {
 	// listed says the device's pacer has the QP in its run list (for the
 	// rest of a READ answer, or to send out; see pace.go). Guarded by mu.
 	listed bool
+	// sigOut counts the signaled send work requests posted and not yet
+	// completed; sigFlush says the PostSend under way posted one while
+	// none was (unlockDeferred sends at once then). Guarded by mu.
+	sigOut   int
+	sigFlush bool
 	// ackHeld says the QP is in the device's list of held ACKs
 	// (ackdefer.go). Guarded by mu.
 	ackHeld bool
@@ -667,7 +672,8 @@ func (qp *QP) resetLocked() {
 	if qp.srq == nil {
 		qp.rq.reset()
 	}
-	qp.req.Reset()
+	qp.req.Reset() // drops the send queue without completions
+	qp.sigOut = 0
 	qp.req.Configure(qp.reqConfig())
 	qp.dropRespQueueLocked()
 	qp.resp = responder{queue: qp.resp.queue}

@@ -166,3 +166,107 @@ func TestPeerStarving(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamingPostSendsBeforeWaiting checks the posts that send at once,
+// before deferMax packets wait, because their poster is about to wait for
+// them: one that makes the only signaled request outstanding, and one that
+// fills the send queue. With one P the pacer cannot run while the test
+// posts, and the peer's ACKs are dropped, so every post after the first is
+// part of a stream and nothing completes.
+func TestStreamingPostSendsBeforeWaiting(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const depth = 16 // < deferMax: only the rules under test send early
+	p := newPair(t, pairOpts{wr: depth, mtu: MTU256})
+	ma, mb := p.reg(p.pa, 64), p.reg(p.pb, 64)
+	w := p.tap()
+	w.setDrop(func(tp *tapped) bool { return !isRequest(tp) })
+	onWire := func() int { return len(w.all(both(from(p.da), isRequest))) }
+	wr := func(id uint64, flags SendFlags) SendWR {
+		return SendWR{ID: id, Opcode: WRRDMAWrite, Flags: flags, SGL: []SGE{ma.SGE(0, 64)}, RemoteAddr: mb.Addr(), RKey: mb.RKey()}
+	}
+	deferred := p.da.Stats().TxDeferred.Load()
+	id := uint64(0)
+	postN := func(n int, flags SendFlags) {
+		for range n {
+			if err := p.qa.PostSend([]SendWR{wr(id, flags)}); err != nil {
+				t.Fatalf("post %d: %v", id, err)
+			}
+			id++
+		}
+	}
+	// An unsignaled post, three more in a stream, then a signaled one: it
+	// is the only signaled request outstanding, so all five leave with it.
+	postN(4, 0)
+	postN(1, SendSignaled)
+	if n := onWire(); n != 5 {
+		t.Fatalf("%d requests on the wire after the signaled post, want 5", n)
+	}
+	// Unsignaled posts up to the depth: the one that fills the queue sends.
+	postN(depth-5, 0)
+	if n := onWire(); n != depth {
+		t.Fatalf("%d requests on the wire after the post that filled the queue, want %d", n, depth)
+	}
+	if d := p.da.Stats().TxDeferred.Load() - deferred; d != depth-1 {
+		t.Fatalf("%d posts were part of a stream, want %d", d, depth-1)
+	}
+}
+
+// TestSignaledCount checks the count of signaled requests outstanding that
+// unlockDeferred's rule reads: back to zero once they complete, once the
+// error state flushes them and after a reset, which drops them without
+// completions.
+func TestSignaledCount(t *testing.T) {
+	p := newPair(t, pairOpts{wr: 32, mtu: MTU256})
+	ma, mb := p.reg(p.pa, 64), p.reg(p.pb, 64)
+	count := func() int {
+		p.qa.mu.Lock()
+		defer p.qa.mu.Unlock()
+		return p.qa.sigOut
+	}
+	wr := func(id uint64, flags SendFlags) SendWR {
+		return SendWR{ID: id, Opcode: WRRDMAWrite, Flags: flags, SGL: []SGE{ma.SGE(0, 64)}, RemoteAddr: mb.Addr(), RKey: mb.RKey()}
+	}
+	for i := range 20 {
+		flags := SendFlags(0)
+		if i%3 == 0 {
+			flags = SendSignaled
+		}
+		post(t, p.qa, wr(uint64(i), flags))
+	}
+	waitWC(t, p.ca, 7, 5*time.Second)
+	if n := count(); n != 0 {
+		t.Fatalf("%d signaled requests counted after their completions", n)
+	}
+	// Unanswered, then flushed by the error state.
+	w := p.tap()
+	w.setDrop(func(tp *tapped) bool { return true })
+	for i := range 5 {
+		post(t, p.qa, wr(uint64(100+i), SendSignaled))
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("%d signaled requests counted, want 5", n)
+	}
+	mustModify(t, p.qa, QPAttr{State: StateErr}, AttrState)
+	for _, wc := range waitWC(t, p.ca, 5, 5*time.Second) {
+		if wc.Status != WRFlushErr {
+			t.Fatalf("completion %+v, want flushed", wc)
+		}
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d signaled requests counted after the flush", n)
+	}
+	// A reset from RTS drops what is outstanding.
+	q := newPair(t, pairOpts{wr: 32, mtu: MTU256})
+	qa, qb := q.reg(q.pa, 64), q.reg(q.pb, 64)
+	q.tap().setDrop(func(tp *tapped) bool { return true })
+	for i := range 3 {
+		post(t, q.qa, SendWR{ID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGL: []SGE{qa.SGE(0, 64)}, RemoteAddr: qb.Addr(), RKey: qb.RKey()})
+	}
+	mustModify(t, q.qa, QPAttr{State: StateReset}, AttrState)
+	q.qa.mu.Lock()
+	n := q.qa.sigOut
+	q.qa.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d signaled requests counted after a reset", n)
+	}
+}
