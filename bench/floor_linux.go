@@ -11,7 +11,8 @@ package main
 // message) from an unconnected socket (a connected one numbers its IPv4
 // Identifications from a value the ICRC covers and user space cannot
 // read), and receives with recvmmsg, UDP_GRO on and an overflow buffer
-// behind each packet's. "udpfloor" makes exactly those calls with nothing
+// behind each packet's. With -connect it sends from a connected socket
+// instead, which shows what the unconnected socket's route lookup costs. "udpfloor" makes exactly those calls with nothing
 // else between them, so its round trip is the least softrdma's can be on
 // this kernel: the table reports softrdma against it beside the raw
 // reference, splitting the difference into the kernel's part and softrdma's
@@ -64,7 +65,7 @@ type floorSock struct {
 	rmsg            floorMsg
 }
 
-func newFloorSock(bind, peer netip.AddrPort) (*floorSock, error) {
+func newFloorSock(bind, peer netip.AddrPort, connect bool) (*floorSock, error) {
 	if !bind.Addr().Is4() || !peer.Addr().Is4() {
 		return nil, errors.New("udpfloor: IPv4 addresses only")
 	}
@@ -90,6 +91,12 @@ func newFloorSock(bind, peer netip.AddrPort) (*floorSock, error) {
 	}
 	s.dst = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: peer.Addr().As4()}
 	s.dst.Port = peer.Port()>>8 | peer.Port()<<8 // network order
+	if connect {
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(peer.Port()), Addr: peer.Addr().As4()}); err != nil {
+			s.close()
+			return nil, fmt.Errorf("udpfloor: connect %v: %w", peer, err)
+		}
+	}
 	s.out = make([]byte, floorWrite+floorAck)
 	s.siov[0] = unix.Iovec{Base: &s.out[0]}
 	s.siov[0].SetLen(floorWrite)
@@ -103,6 +110,9 @@ func newFloorSock(bind, peer netip.AddrPort) (*floorSock, error) {
 	s.send.hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.dst)), Namelen: unix.SizeofSockaddrInet4, Iov: &s.siov[0], Control: &s.scm[0]}
 	s.send.hdr.SetIovlen(2)
 	s.send.hdr.SetControllen(len(s.scm))
+	if connect {
+		s.send.hdr.Name, s.send.hdr.Namelen = nil, 0
+	}
 	s.end.hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.dst)), Namelen: unix.SizeofSockaddrInet4, Iov: &s.siov[0]}
 	s.end.hdr.SetIovlen(1)
 	s.buf, s.over, s.ctrl = make([]byte, 4096+128), make([]byte, 65536), make([]byte, 64)
@@ -153,7 +163,30 @@ func (s *floorSock) recv(idle time.Duration) (int, error) {
 			return 0, fmt.Errorf("udpfloor: recvmmsg: %w", e)
 		}
 		if i&4095 == 0 && time.Now().After(deadline) {
-			return 0, fmt.Errorf("udpfloor: nothing received for %v", idle)
+			return 0, fmt.Errorf("%w for %v", errFloorIdle, idle)
+		}
+	}
+}
+
+var errFloorIdle = errors.New("udpfloor: nothing received")
+
+// hello sends pairs until the server answers one (it may not have bound its
+// socket yet: the datagrams before are lost, and a connected socket sees
+// the refusal), or idle has passed.
+func (s *floorSock) hello(idle time.Duration) error {
+	deadline := time.Now().Add(idle)
+	for {
+		if err := s.sendPair(); err != nil && !errors.Is(err, unix.ECONNREFUSED) {
+			return err
+		}
+		err := s.recvPair(100 * time.Millisecond)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, errFloorIdle) && !errors.Is(err, unix.ECONNREFUSED):
+			return err
+		case time.Now().After(deadline):
+			return fmt.Errorf("udpfloor: no answer for %v", idle)
 		}
 	}
 }
@@ -182,6 +215,7 @@ func runFloor(args []string, out io.Writer) error {
 	n := fs.Int("n", 20000, "round trips timed (client)")
 	warm := fs.Int("warm", 2000, "round trips before timing (client)")
 	idle := fs.Duration("idle", 10*time.Second, "give up after this long without a datagram")
+	connect := fs.Bool("connect", false, "connect the socket to -peer and send without an address (what softrdma cannot do; see the top of floor_linux.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -196,7 +230,7 @@ func runFloor(args []string, out io.Writer) error {
 	if *n < 1 || *warm < 0 {
 		return errors.New("udpfloor: -n must be at least 1 and -warm at least 0")
 	}
-	s, err := newFloorSock(la, ra)
+	s, err := newFloorSock(la, ra, *connect)
 	if err != nil {
 		return err
 	}
@@ -223,6 +257,9 @@ func runFloor(args []string, out io.Writer) error {
 		}
 	}
 	defer s.sendEnd()
+	if err := s.hello(*idle); err != nil {
+		return err
+	}
 	rtt := make([]time.Duration, *n)
 	for i := -*warm; i < *n; i++ {
 		t0 := time.Now()

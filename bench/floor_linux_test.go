@@ -23,14 +23,20 @@ func freeUDPPort(t *testing.T) string {
 // the client reports its round trips and the server stops at the client's
 // end datagram.
 func TestFloor(t *testing.T) {
+	for _, connect := range []bool{false, true} {
+		t.Run(strconv.FormatBool(connect), func(t *testing.T) { testFloor(t, connect) })
+	}
+}
+
+func testFloor(t *testing.T, connect bool) {
 	a, b := "127.0.0.1:"+freeUDPPort(t), "127.0.0.1:"+freeUDPPort(t)
 	errc := make(chan error, 1)
 	go func() {
 		var sout bytes.Buffer
-		errc <- runFloor([]string{"-server", "-bind", b, "-peer", a, "-idle", "20s"}, &sout)
+		errc <- runFloor([]string{"-server", "-bind", b, "-peer", a, "-idle", "20s", "-connect=" + strconv.FormatBool(connect)}, &sout)
 	}()
 	var out bytes.Buffer
-	if err := runFloor([]string{"-bind", a, "-peer", b, "-n", "300", "-warm", "20", "-idle", "20s"}, &out); err != nil {
+	if err := runFloor([]string{"-bind", a, "-peer", b, "-n", "300", "-warm", "20", "-idle", "20s", "-connect=" + strconv.FormatBool(connect)}, &out); err != nil {
 		t.Fatal(err)
 	}
 	select {

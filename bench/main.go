@@ -504,6 +504,12 @@ func (b *bench) latency() {
 		b.row("UDP 64 B round trip, spin, softrdma's system calls (bench udpfloor: a 96+20-byte GSO pair, recvmmsg with GRO)", "",
 			fmt.Sprintf("%.1f / %.1f / %.1f us", floor[0], floor[1], floor[2]), times(floor[0], ref["spin"][0])+" UDP spin median")
 	}
+	if conn, err := b.floor("-connect"); err != nil {
+		b.fail("UDP 64 B round trip, spin, softrdma's system calls, connected", err, "")
+	} else {
+		b.row("  the same from connected sockets (bench udpfloor -connect: no route lookup a send)", "",
+			fmt.Sprintf("%.1f / %.1f / %.1f us", conn[0], conn[1], conn[2]), times(conn[0], ref["spin"][0])+" UDP spin median")
+	}
 	for _, test := range []string{"write_lat", "send_lat"} {
 		// default: perftest's loop, polling the CQ (or memory) and yielding;
 		// -e: sleeping in CQ.Wait (not write_lat: it waits on memory).
@@ -549,10 +555,10 @@ func (b *bench) latency() {
 
 // floor runs the udpfloor ping-pong (floor_linux.go) as two processes and
 // returns its median, p99 and p99.9 round trips in microseconds.
-func (b *bench) floor() ([3]float64, error) {
+func (b *bench) floor(extra ...string) ([3]float64, error) {
 	_, cout, err := b.pair(time.Minute, "bench",
-		[]string{"udpfloor", "-server", "-bind", "127.0.0.2:19120", "-peer", "127.0.0.1:19120"},
-		[]string{"udpfloor", "-bind", "127.0.0.1:19120", "-peer", "127.0.0.2:19120", "-n", "20000"})
+		append([]string{"udpfloor", "-server", "-bind", "127.0.0.2:19120", "-peer", "127.0.0.1:19120"}, extra...),
+		append([]string{"udpfloor", "-bind", "127.0.0.1:19120", "-peer", "127.0.0.2:19120", "-n", "20000"}, extra...))
 	f := fields(cout)
 	if err != nil || f["p50"] == 0 {
 		if err == nil {
