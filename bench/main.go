@@ -92,7 +92,7 @@ func runTable(args []string, out io.Writer) error {
 	qps := fs.Int("qps", 65536, "QPs for the max_qp case")
 	conns := fs.Int("conns", 10000, "rdma_cm connections for the scale case")
 	pin := fs.Bool("pin", canPin() && numCPU() >= 2, "confine each server to CPU 1 and each client to CPU 0, as udpbw confines its receiver and sender (Linux, 2 CPUs or more)")
-	pairs := fs.Int("pairs", 4, "run UDP GSO+GRO and RC WRITE (64 KiB, 1 MiB), and the raw and softrdma round trips (polling, sleeping), alternately this many times and report the median of their ratios (0: none)")
+	pairs := fs.Int("pairs", 4, "run UDP GSO+GRO and RC WRITE (64 KiB, 1 MiB), UDP and the 64 B message rate, the raw and softrdma round trips (polling, sleeping), and 1 and 1,000 QPs' aggregate, alternately this many times and report the median of their ratios (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -125,6 +125,7 @@ func runTable(args []string, out io.Writer) error {
 	}
 	if secs["rate"] {
 		b.rate()
+		b.pairedRate()
 	}
 	if secs["lat"] {
 		b.latency()
@@ -428,6 +429,38 @@ func (b *bench) pairedRatios() {
 	}
 }
 
+// pairedRate runs the 110-byte UDP GSO+GRO reference and the 64-byte WRITE
+// message rate at perftest's defaults (1 QP) alternately, b.pairs times,
+// for P3: the rate in minutes whose reference is measured beside it.
+func (b *bench) pairedRate() {
+	if b.pairs <= 0 {
+		return
+	}
+	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
+	name := fmt.Sprintf("RC WRITE 64 B message rate, 1 QP, and UDP GSO+GRO 110-byte, %d pairs run alternately", b.pairs)
+	var ratios, rates, udps []float64
+	for range b.pairs {
+		uout, err := b.run(time.Minute, "udpbw", "-mode", "gsogro", "-size", "110", "-d", b.dur.String(), "-pin="+strconv.FormatBool(b.pin))
+		udp := fields(uout)["rx_pps"] / 1e6
+		if err != nil || udp == 0 {
+			b.fail(name, err, uout)
+			return
+		}
+		sout, cout, err := b.perf("write_bw", "-s", "64", "-D", d, "-q", "1")
+		r, ok := parseBW(cout)
+		if err != nil || !ok {
+			b.fail(name, err, cout+sout)
+			return
+		}
+		ratios = append(ratios, r.mpps/udp)
+		rates = append(rates, r.mpps)
+		udps = append(udps, udp)
+	}
+	b.row(name, fmt.Sprintf("median %.3f M msg/s (%.3f-%.3f)", median(rates), slices.Min(rates), slices.Max(rates)),
+		fmt.Sprintf("median %.2f M pkt/s (%.2f-%.2f)", median(udps), slices.Min(udps), slices.Max(udps)),
+		fmt.Sprintf("median %.0f%% of UDP (pairs %.0f-%.0f%%)", 100*median(ratios), 100*slices.Min(ratios), 100*slices.Max(ratios)))
+}
+
 // median returns the median of x (the mean of the middle two if even).
 func median(x []float64) float64 {
 	s := slices.Sorted(slices.Values(x))
@@ -452,11 +485,11 @@ func (b *bench) rate() {
 	}
 	b.row("UDP GSO+GRO, 110-byte datagrams (udpbw -mode gsogro -size 110)", "", fmt.Sprintf("%.2f M pkt/s", pps), "")
 	// perftest's defaults (128 deep, a completion every 100) let at most
-	// 28 messages stay in flight while the client waits for a completion:
-	// with the ACK round trip of two processes (tens of microseconds at
-	// this rate, against one or two on a NIC) the two sides then take
-	// turns. The deeper queue keeps both busy; its row is the rate a
-	// program that keeps enough in flight gets.
+	// 28 messages stay in flight while the client waits for a completion,
+	// which needs the ACK round trip of two processes (about ten
+	// microseconds here, against one or two on a NIC). The deeper queue
+	// keeps both sides busy; its row is the rate a program that keeps
+	// enough in flight gets.
 	for _, c := range []struct{ q, t string }{{"1", ""}, {"8", ""}, {"1", "512"}} {
 		name := "RC WRITE 64 B message rate, " + c.q + " QP"
 		flags := []string{"-s", "64", "-D", d, "-q", c.q}
@@ -657,25 +690,58 @@ func (b *bench) scale() {
 			fmt.Sprintf("%.0f connections/s; client %.1f / server %.1f KiB heap per QP, %.1f / %.1f KiB RSS; %.0f disconnects reached the server (%.0f MADs found no receive buffer and were resent)",
 				c["conn_per_s"], c["heap_per_conn"]/1024, s["heap_per_conn"]/1024, c["rss_per_conn"]/1024, s["rss_per_conn"]/1024, s["disconnected"], s["ud_no_recv"]), "", "")
 	}
+	b.aggregate()
+}
+
+// aggregate: WRITE 64 KiB with 1 QP and with 1,000 QPs (16 deep each), one
+// after the other; with -pairs, that many times alternately, reporting the
+// median of the pairs' ratios (a single pair can straddle a change of the
+// machine's speed).
+func (b *bench) aggregate() {
 	d := strconv.Itoa(max(int(b.dur.Seconds()), 1))
-	var one float64
-	for _, q := range []string{"1", "1000"} {
-		name := "RC WRITE 64 KiB aggregate, " + q + " QPs"
+	run := func(q string) (float64, error) {
 		_, cout, err := b.perf("write_bw", "-s", "65536", "-m", "4096", "-D", d, "-q", q, "-t", "16")
 		r, ok := parseBW(cout)
-		if err != nil || !ok {
-			b.fail(name, err, cout)
-			continue
+		if err == nil && !ok {
+			err = fmt.Errorf("no report in %q", cout)
 		}
-		gbs := r.mbs / 1000
-		ratio := ""
-		if q == "1" {
-			one = gbs
-		} else {
-			ratio = pct(gbs, one) + " of 1 QP"
-		}
-		b.row(name+" (-t 16)", fmt.Sprintf("%.2f GB/s", gbs), "", ratio)
+		return r.mbs / 1000, err
 	}
+	if b.pairs <= 0 {
+		one, err := run("1")
+		if err != nil {
+			b.fail("RC WRITE 64 KiB aggregate, 1 QPs", err, "")
+			return
+		}
+		b.row("RC WRITE 64 KiB aggregate, 1 QPs (-t 16)", fmt.Sprintf("%.2f GB/s", one), "", "")
+		many, err := run("1000")
+		if err != nil {
+			b.fail("RC WRITE 64 KiB aggregate, 1000 QPs", err, "")
+			return
+		}
+		b.row("RC WRITE 64 KiB aggregate, 1000 QPs (-t 16)", fmt.Sprintf("%.2f GB/s", many), "", pct(many, one)+" of 1 QP")
+		return
+	}
+	name := fmt.Sprintf("RC WRITE 64 KiB aggregate, 1000 QPs and 1 QP (-t 16), %d pairs run alternately", b.pairs)
+	var ratios, ones, manys []float64
+	for range b.pairs {
+		one, err := run("1")
+		if err != nil {
+			b.fail(name, err, "")
+			return
+		}
+		many, err := run("1000")
+		if err != nil {
+			b.fail(name, err, "")
+			return
+		}
+		ratios = append(ratios, many/one)
+		ones = append(ones, one)
+		manys = append(manys, many)
+	}
+	b.row(name, fmt.Sprintf("1000 QPs: median %.2f GB/s (%.2f-%.2f)", median(manys), slices.Min(manys), slices.Max(manys)),
+		fmt.Sprintf("1 QP: median %.2f GB/s (%.2f-%.2f)", median(ones), slices.Min(ones), slices.Max(ones)),
+		fmt.Sprintf("median %.0f%% of 1 QP (pairs %.0f-%.0f%%)", 100*median(ratios), 100*slices.Min(ratios), 100*slices.Max(ratios)))
 }
 
 func (b *bench) print(w io.Writer, took time.Duration) {
