@@ -104,3 +104,18 @@ func TestMedian(t *testing.T) {
 		t.Errorf("median() = %v", m)
 	}
 }
+
+// TestSpread pins the paired rows' formats.
+func TestSpread(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{spread([]float64{3.19, 3.01, 3.16}, 2, " GB/s"), "median 3.16 GB/s (3.01-3.19)"},
+		{spread([]float64{1.9011, 1.936, 1.917}, 3, " M msg/s"), "median 1.917 M msg/s (1.901-1.936)"},
+		{pctSpread([]float64{0.61, 0.65, 0.64}, "UDP"), "median 64% of UDP (pairs 61-65%)"},
+		{pctSpread([]float64{0.83}, "1 QP"), "median 83% of 1 QP (pairs 83-83%)"},
+		{timesSpread([]float64{1.79, 1.81, 1.80}), "median 1.80x (pairs 1.79-1.81x)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -423,9 +423,7 @@ func (b *bench) pairedRatios() {
 		if len(ratios) < b.pairs {
 			continue
 		}
-		b.row(name, fmt.Sprintf("median %.2f GB/s (%.2f-%.2f)", median(writes), slices.Min(writes), slices.Max(writes)),
-			fmt.Sprintf("median %.2f GB/s (%.2f-%.2f)", median(udps), slices.Min(udps), slices.Max(udps)),
-			fmt.Sprintf("median %.0f%% of UDP (pairs %.0f-%.0f%%)", 100*median(ratios), 100*slices.Min(ratios), 100*slices.Max(ratios)))
+		b.row(name, spread(writes, 2, " GB/s"), spread(udps, 2, " GB/s"), pctSpread(ratios, "UDP"))
 	}
 }
 
@@ -456,9 +454,24 @@ func (b *bench) pairedRate() {
 		rates = append(rates, r.mpps)
 		udps = append(udps, udp)
 	}
-	b.row(name, fmt.Sprintf("median %.3f M msg/s (%.3f-%.3f)", median(rates), slices.Min(rates), slices.Max(rates)),
-		fmt.Sprintf("median %.2f M pkt/s (%.2f-%.2f)", median(udps), slices.Min(udps), slices.Max(udps)),
-		fmt.Sprintf("median %.0f%% of UDP (pairs %.0f-%.0f%%)", 100*median(ratios), 100*slices.Min(ratios), 100*slices.Max(ratios)))
+	b.row(name, spread(rates, 3, " M msg/s"), spread(udps, 2, " M pkt/s"), pctSpread(ratios, "UDP"))
+}
+
+// spread formats the figures of alternated pairs: their median with prec
+// decimals and unit, then their range ("median 3.16 GB/s (3.01-3.19)").
+func spread(x []float64, prec int, unit string) string {
+	return fmt.Sprintf("median %.*f%s (%.*f-%.*f)", prec, median(x), unit, prec, slices.Min(x), prec, slices.Max(x))
+}
+
+// pctSpread formats ratios as percentages of what
+// ("median 64% of UDP (pairs 61-65%)").
+func pctSpread(r []float64, what string) string {
+	return fmt.Sprintf("median %.0f%% of %s (pairs %.0f-%.0f%%)", 100*median(r), what, 100*slices.Min(r), 100*slices.Max(r))
+}
+
+// timesSpread formats ratios as factors ("median 1.80x (pairs 1.79-1.81x)").
+func timesSpread(r []float64) string {
+	return fmt.Sprintf("median %.2fx (pairs %.2f-%.2fx)", median(r), slices.Min(r), slices.Max(r))
 }
 
 // median returns the median of x (the mean of the middle two if even).
@@ -658,13 +671,10 @@ func (b *bench) pairedLatency() {
 		if len(ratios) < b.pairs {
 			continue
 		}
-		b.row(name, fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(softs), slices.Min(softs), slices.Max(softs)),
-			fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(raws), slices.Min(raws), slices.Max(raws)),
-			fmt.Sprintf("median %.2fx (pairs %.2f-%.2fx)", median(ratios), slices.Min(ratios), slices.Max(ratios)))
+		b.row(name, spread(softs, 1, " us"), spread(raws, 1, " us"), timesSpread(ratios))
 		if len(floors) == b.pairs {
 			b.row("  the same pairs against the floor (udpfloor, run between them)", "",
-				fmt.Sprintf("median %.1f us (%.1f-%.1f)", median(floors), slices.Min(floors), slices.Max(floors)),
-				fmt.Sprintf("median %.2fx (pairs %.2f-%.2fx)", median(overFloor), slices.Min(overFloor), slices.Max(overFloor)))
+				spread(floors, 1, " us"), timesSpread(overFloor))
 		}
 	}
 }
@@ -739,9 +749,7 @@ func (b *bench) aggregate() {
 		ones = append(ones, one)
 		manys = append(manys, many)
 	}
-	b.row(name, fmt.Sprintf("1000 QPs: median %.2f GB/s (%.2f-%.2f)", median(manys), slices.Min(manys), slices.Max(manys)),
-		fmt.Sprintf("1 QP: median %.2f GB/s (%.2f-%.2f)", median(ones), slices.Min(ones), slices.Max(ones)),
-		fmt.Sprintf("median %.0f%% of 1 QP (pairs %.0f-%.0f%%)", 100*median(ratios), 100*slices.Min(ratios), 100*slices.Max(ratios)))
+	b.row(name, "1000 QPs: "+spread(manys, 2, " GB/s"), "1 QP: "+spread(ones, 2, " GB/s"), pctSpread(ratios, "1 QP"))
 }
 
 func (b *bench) print(w io.Writer, took time.Duration) {
