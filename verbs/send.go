@@ -59,7 +59,7 @@ func (qp *QP) postSendLocked(wrs []SendWR, now int64) error {
 		if err := qp.enqueueLocked(wr); err != nil {
 			return &WRError{Index: i, WRID: wr.ID, Err: err}
 		}
-		if qp.sqSigAll || wr.Flags&SendSignaled != 0 {
+		if qp.signaled(wr) {
 			// The only signaled request outstanding: the poster will
 			// wait for its completion (see unlockDeferred).
 			qp.sigFlush = qp.sigFlush || qp.sigOut == 0
@@ -141,13 +141,17 @@ func (qp *QP) checkSendLocked(wr *SendWR) error {
 	return nil
 }
 
+// signaled reports whether wr completes with a work completion on success
+// (IBV_SEND_SIGNALED, or a QP created with sq_sig_all).
+func (qp *QP) signaled(wr *SendWR) bool { return qp.sqSigAll || wr.Flags&SendSignaled != 0 }
+
 func (qp *QP) enqueueLocked(wr *SendWR) error {
 	qp.sq.ensure()
 	w := qp.sq.at(qp.req.Tail())
 	*w = swqe{sgl: w.sgl[:0], inline: w.inline[:0]}
 	w.id, w.op, w.info, w.flags, w.imm = wr.ID, wr.Opcode, wrInfoOf(wr.Opcode), wr.Flags, wr.Imm
 	w.raddr, w.rkey, w.cmpAdd, w.swap = wr.RemoteAddr, wr.RKey, wr.CompareAdd, wr.Swap
-	w.signaled = qp.sqSigAll || wr.Flags&SendSignaled != 0
+	w.signaled = qp.signaled(wr)
 	w.length = int(sglLen(wr.SGL))
 	if isA19(wr.Opcode) {
 		return qp.enqueueA19Locked(w, wr)
