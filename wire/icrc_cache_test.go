@@ -156,3 +156,56 @@ func TestICRCCacheAlternating(t *testing.T) {
 		t.Errorf("%d of %d lookups hit, want 198 of 200", c.hits, c.lookups)
 	}
 }
+
+// TestICRCCachePredictsID: packets of a flow whose Identifications count
+// up (a connected sender's), a request and its ACK interleaved, verify as
+// some-Identification packets, all but each size's first by the cache's
+// guess of the next Identification, through the wrap from 0xFFFF to 0; a
+// corrupted packet still fails with a guess in place, and a jump in the
+// Identifications is found by the basis and followed again.
+func TestICRCCachePredictsID(t *testing.T) {
+	var c ICRCCache
+	f := cacheFlows[0] // the receiver's framing: Identification 0, DF
+	req, ack := make([]byte, 96), make([]byte, BTHLen+4+ICRCLen)
+	for i := range req {
+		req[i] = byte(i)
+	}
+	check := func(pkt []byte, id uint16, want bool) {
+		t.Helper()
+		g := f
+		g.IPv4ID = id
+		Seal(&g, pkt)
+		if want {
+			if exact, some := c.CheckICRCIPv4(&f, pkt); exact != (id == 0) || !some {
+				t.Fatalf("%d bytes, Identification %#x: exact %v some %v", len(pkt), id, exact, some)
+			}
+			return
+		}
+		pkt[20] ^= 0x10 // corrupted after sealing
+		if exact, some := CheckICRCIPv4(&f, pkt); exact || some {
+			t.Fatalf("the corruption passes the package's check (exact %v some %v): pick another", exact, some)
+		}
+		if exact, some := c.CheckICRCIPv4(&f, pkt); exact || some {
+			t.Fatalf("%d bytes, Identification %#x, corrupted: exact %v some %v", len(pkt), id, exact, some)
+		}
+		pkt[20] ^= 0x10
+	}
+	id := uint16(0xFFF0)
+	for range 40 { // each round trip: the request, then its ACK, one datagram later
+		check(req, id, true)
+		check(ack, id+1, true)
+		id++
+	}
+	// Not guessed: each size's first, and the two with Identification 0,
+	// which verify exactly.
+	if c.predictions != 2*40-4 {
+		t.Errorf("%d of %d packets guessed, want %d", c.predictions, 2*40, 2*40-4)
+	}
+	check(req, id, false)
+	p := c.predictions
+	check(req, id+1000, true) // a jump: the basis finds it
+	check(req, id+1001, true)
+	if c.predictions != p+1 {
+		t.Errorf("after a jump: %d guesses, want %d", c.predictions-p, 1)
+	}
+}

@@ -33,6 +33,10 @@ type idBasis struct {
 	pivot [ipv4Unknown]uint32 // a one-bit mask
 	comb  [ipv4Unknown]uint32 // the header bits whose contributions vec[i] sums
 	n     int
+	// low[k] is the contribution of Identification bits 0 to k together:
+	// what going from Identification u to u+1 changes, for u whose k
+	// lowest bits are ones and bit k zero (ICRCCache's prediction).
+	low [16]uint32
 }
 
 // reduces reports whether x lies in the span.
@@ -66,6 +70,7 @@ func basisFor(n int) *idBasis {
 	f := Framing{Src: netip.AddrFrom4([4]byte{}), Dst: netip.AddrFrom4([4]byte{})}
 	base := ICRC(&f, pkt)
 	b := new(idBasis)
+	var low uint32
 	for bit := range ipv4Unknown {
 		g := f
 		if bit < 16 {
@@ -73,7 +78,12 @@ func basisFor(n int) *idBasis {
 		} else {
 			g.IPv4Frag = IPv4DontFragment
 		}
-		b.add(ICRC(&g, pkt)^base, 1<<bit)
+		c := ICRC(&g, pkt) ^ base
+		if bit < 16 {
+			low ^= c
+			b.low[bit] = low
+		}
+		b.add(c, 1<<bit)
 	}
 	v, _ := idBases.LoadOrStore(n, b)
 	return v.(*idBasis)
