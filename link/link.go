@@ -291,6 +291,10 @@ type Stats struct {
 	// Identification or Don't Fragment flag other than 0 and set, which a
 	// UDP socket cannot see (link/udp's VerifyIPv4 policy).
 	RxICRCAnyID uint64
+	// TxIDMismatch counts read-backs of a connected socket's IPv4
+	// Identification counter that found it other than predicted (link/udp
+	// connects its source-port sockets; the ICRC covers the field).
+	TxIDMismatch uint64
 	// TxGSOBatches counts sends that carried several packets as one
 	// segmented datagram (UDP GSO); TxPackets counts their packets.
 	TxGSOBatches uint64
@@ -322,6 +326,7 @@ type Counters struct {
 	RxGROBatches, TxCalls, RxCalls                    atomic.Uint64
 	RxBadVCRC, RxBadLinkVersion, RxBadDLID, RxBadPKey atomic.Uint64
 	RxBadVL, RxPortState, TxNotActive                 atomic.Uint64
+	TxIDMismatch                                      atomic.Uint64
 }
 
 // Snapshot returns the current values.
@@ -338,7 +343,7 @@ func (c *Counters) Snapshot() Stats {
 		RxBadVCRC: c.RxBadVCRC.Load(), RxBadLinkVersion: c.RxBadLinkVersion.Load(),
 		RxBadDLID: c.RxBadDLID.Load(), RxBadPKey: c.RxBadPKey.Load(),
 		RxBadVL: c.RxBadVL.Load(), RxPortState: c.RxPortState.Load(),
-		TxNotActive: c.TxNotActive.Load(),
+		TxNotActive: c.TxNotActive.Load(), TxIDMismatch: c.TxIDMismatch.Load(),
 	}
 }
 

@@ -117,6 +117,7 @@ func (d *Device) Counters() []Counter {
 		{"link_rx_malformed", l.RxMalformed}, {"link_rx_icrc_unchecked", l.RxICRCUnchecked},
 		{"link_rx_icrc_any_id", l.RxICRCAnyID}, {"link_dropped", l.Dropped},
 		{"link_tx_source_port_fallback", l.TxSourcePortFallback},
+		{"link_tx_id_mismatch", l.TxIDMismatch},
 		{"link_tx_gso_batches", l.TxGSOBatches}, {"link_rx_gro_batches", l.RxGROBatches},
 		{"link_tx_calls", l.TxCalls}, {"link_rx_calls", l.RxCalls},
 	} {

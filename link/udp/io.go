@@ -300,8 +300,18 @@ const flatMax = 512
 // the one it will have: an unconnected socket sends Don't Fragment
 // datagrams with Identification 0, and segmentation numbers a run's
 // segments 0, 1, 2, ... (Linux's inet_gso_segment).
+//
+// A connected socket numbers its datagrams from its counter instead
+// (connect.go), and sends those to the address it is connected to without
+// an address; sk.cs is held.
 func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 	s.out, s.outAt, s.gbufs, s.oob = s.out[:0], s.outAt[:0], s.gbufs[:0], s.oob[:0]
+	c := sk.cs
+	var id uint16 // the next datagram's Identification
+	counted := c.connected()
+	if counted {
+		id = c.next
+	}
 	s.flat = s.flat[:0]
 	gso := sk.gso.Load()
 	maxBytes := gsoMaxBytes6
@@ -328,7 +338,7 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 		exts := false
 		for r := range k {
 			n := idx[j+r]
-			s.fr[n].IPv4ID = uint16(r)
+			s.fr[n].IPv4ID = id + uint16(r)
 			if s.ext[n] == nil {
 				s.icrc.Seal(&s.fr[n], s.bufs[n])
 				if hook != nil {
@@ -374,6 +384,12 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 		if len(s.oob) > o {
 			m.OOB = s.oob[o:len(s.oob):len(s.oob)]
 		}
+		if counted {
+			id++
+			if c.toPeer(s, i) {
+				m.Addr = nil
+			}
+		}
 		m.N, m.NN, m.Flags = 0, 0, 0
 		s.out = append(s.out, m)
 		s.outAt = append(s.outAt, j)
@@ -385,15 +401,30 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 // (segment) and writes the messages with WriteBatch until all are written
 // or refused. If the kernel refuses segmentation on this path, the socket
 // stops using it and the packets not yet sent go again, one datagram each.
+// A connected socket's write holds its connState throughout.
 func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
+	if c := sk.cs; c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l.prepareConn(sk, c, s, idx[0])
+	}
+	return l.writeLocked(sk, s, idx)
+}
+
+func (l *Link) writeLocked(sk *socket, s *sendScratch, idx []int) error {
+	c := sk.cs
 	l.segment(sk, s, idx)
 	msgs := s.out
 	var first error
+	refused := false // a connected socket's ICMP report was retried
 	for done := 0; done < len(msgs); {
 		n, err := l.writeMsgs(sk, s, msgs[done:])
 		l.ctr.TxCalls.Add(1)
 		if n < 0 { // sendmmsg failed on the first message (e.g. EPERM from a firewall)
 			n = 0
+		}
+		if c != nil {
+			c.afterSend(n, err)
 		}
 		var pkts, bytes, gso uint64 // counted once per call, not per packet
 		for k := done; k < done+n; k++ {
@@ -428,13 +459,23 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 			l.ctr.TxErrors.Add(uint64(len(idx) - s.outAt[done]))
 			return cmp(first, link.ErrClosed)
 		}
+		if c.connected() && !refused && refusedOnce(err) {
+			// An ICMP error (the peer's port was closed a moment) reported
+			// by this send, which it refused: the datagram goes again.
+			refused = true
+			continue
+		}
 		if s.runLen(done, len(idx)) > 1 && gsoRefused(err) {
-			// Resend the rest without segmentation, sealed anew for
-			// Identification 0. Rare: the slice is the caller's idx.
+			// Resend the rest without segmentation, sealed anew (for
+			// Identifications numbered anew). Rare: the slice is the
+			// caller's idx.
 			sk.gso.Store(false)
 			l.log.Warn("udp: the kernel refused UDP segmentation; sending datagram by datagram", "from", sk.local, "err", err)
 			rest := append([]int(nil), idx[s.outAt[done]:]...)
-			return cmp(first, l.write(sk, s, rest))
+			if c != nil {
+				l.prepareConn(sk, c, s, rest[0])
+			}
+			return cmp(first, l.writeLocked(sk, s, rest))
 		}
 		if errors.Is(err, syscall.ENETDOWN) || errors.Is(err, syscall.EADDRNOTAVAIL) {
 			l.setUp(false, "send failed", err)
@@ -442,9 +483,20 @@ func (l *Link) write(sk *socket, s *sendScratch, idx []int) error {
 		// sendmmsg reports an error only for the first message it could not
 		// send: count its packets as lost and go on with the rest.
 		l.ctr.TxErrors.Add(uint64(s.runLen(done, len(idx))))
-		first = cmp(first, fmt.Errorf("udp: send from %s to %v: %w", sk.local, msgs[done].Addr, err))
-		l.log.Debug("udp: send failed", "from", sk.local, "to", msgs[done].Addr, "err", err)
+		to := any(msgs[done].Addr)
+		if to == nil && c != nil {
+			to = c.peer
+		}
+		first = cmp(first, fmt.Errorf("udp: send from %s to %v: %w", sk.local, to, err))
+		l.log.Debug("udp: send failed", "from", sk.local, "to", to, "err", err)
 		done++
+		if c.connected() && done < len(msgs) {
+			// The rest were numbered assuming the failed datagram took no
+			// Identification: read the counter and seal them again.
+			rest := append([]int(nil), idx[s.outAt[done]:]...)
+			l.prepareConn(sk, c, s, rest[0])
+			return cmp(first, l.writeLocked(sk, s, rest))
+		}
 	}
 	return first
 }

@@ -108,7 +108,7 @@ func (x *sysScratch) write(fd uintptr) bool {
 func (x *sysScratch) fill(msgs []ipv4.Message, is4 bool) bool {
 	nv, n, bytes := 0, 0, 0
 	for i := range msgs {
-		if a, _ := msgs[i].Addr.(*net.UDPAddr); a == nil || a.Zone != "" {
+		if a, _ := msgs[i].Addr.(*net.UDPAddr); a != nil && a.Zone != "" {
 			return false
 		}
 		mb := 0
@@ -153,7 +153,11 @@ func (x *sysScratch) fill(msgs []ipv4.Message, is4 bool) bool {
 			h.Control = &m.OOB[0]
 			h.SetControllen(len(m.OOB))
 		}
-		a := m.Addr.(*net.UDPAddr)
+		a, _ := m.Addr.(*net.UDPAddr)
+		if a == nil { // to the address a connected socket is connected to
+			x.hdrs[i].n = 0
+			continue
+		}
 		sa := &x.names[i]
 		h.Name = (*byte)(unsafe.Pointer(sa))
 		if is4 {

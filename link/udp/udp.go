@@ -168,6 +168,11 @@ type Config struct {
 	// splits them again, checking each packet on its own; it costs 512 KiB
 	// of buffers per receiving socket.
 	DisableGRO bool
+	// DisableConnect keeps source-port sockets unconnected. By default
+	// (Linux, IPv4) each is connected to the destination of its first
+	// send, which spares the kernel a route lookup per datagram
+	// (connect.go).
+	DisableConnect bool
 	// RxSpin is how long a reader goroutine (Linux) goes on looking for
 	// datagrams after a batch before it parks in the runtime's network
 	// poller, so that a stream is received without a wake-up per batch:
@@ -194,6 +199,9 @@ type socket struct {
 	// reader's messages continue past their packets' buffers.
 	groBuf []byte
 	rx     atomic.Pointer[rxState] // set by Start
+	// cs is a source-port socket's connection (connect.go); nil for the
+	// link's own sockets and with Config.DisableConnect.
+	cs *connState
 }
 
 // Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
@@ -214,6 +222,7 @@ type Link struct {
 	// mu, read without it.
 	fixedPort bool
 	noGSO     bool
+	noConnect bool
 	maxSports int
 	sockBuf   int
 	sports    []atomic.Pointer[sourcePorts]
@@ -304,6 +313,7 @@ func Open(cfg Config) (*Link, error) {
 		maxSports: cfg.MaxSourcePorts,
 		sockBuf:   cfg.SocketBuffer,
 		noGSO:     cfg.DisableGSO,
+		noConnect: cfg.DisableConnect,
 		sports:    make([]atomic.Pointer[sourcePorts], len(socks)),
 		ns:        currentNetns(),
 	}
