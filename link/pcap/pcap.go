@@ -19,10 +19,11 @@
 // unless its ICRC was corrupted, which the link would have dropped), so
 // packets from Linux rxe, whose Identifications vary, and later segments of
 // GSO sends show the header they had on the wire. Received IPv6 packets
-// verify (their ICRC covers nothing the tap has to guess). A sent packet
-// that link/udp sends as a later segment of a GSO run is written as sealed
-// for Identification 0 (its ICRC on the wire is sealed for the
-// Identification segmentation gives it). Packets a link refuses to send (Send returns an error)
+// verify (their ICRC covers nothing the tap has to guess). A sent IPv4
+// packet that link/udp sends as a later segment of a GSO run or from a
+// connected source-port socket is written as sealed for Identification 0
+// (its ICRC on the wire is sealed for the Identification segmentation or
+// the socket's counter gives it). Packets a link refuses to send (Send returns an error)
 // may still appear in the file; packets the inner link drops on receive (bad
 // ICRC, too short) never reach the tap and do not.
 package pcap

@@ -20,13 +20,18 @@
 //
 // # Sending and the ICRC
 //
-// Packets leave unconnected sockets. On Linux, IPv4 sockets have
-// IP_MTU_DISCOVER set to IP_PMTUDISC_DO, so the kernel sends them with Don't
-// Fragment and IP Identification 0: the ICRC is sealed for exactly that
+// On Linux, IPv4 sockets have IP_MTU_DISCOVER set to IP_PMTUDISC_DO, so
+// the kernel sends their datagrams with Don't Fragment, and an unconnected
+// socket's with IP Identification 0: the ICRC is sealed for exactly that
 // header (wire.Framing with IPv4ID 0, IPv4Frag wire.IPv4DontFragment, the
-// link's port as SrcPort), which is what Linux rxe and any other receiver
-// compute. IPv6 packets are sealed for their real framing (IPv6 sockets use
-// IPV6_PMTUDISC_DO too, so they are never fragmented locally).
+// socket's port as SrcPort), which is what Linux rxe and any other receiver
+// compute. The link's own sockets stay unconnected; each IPv4 source-port
+// socket is connected to the destination of its first send, saving the
+// kernel a route lookup per datagram, and its packets are sealed for the
+// Identifications its counter gives them, which the link reads back
+// (connect.go; Config.DisableConnect turns it off). IPv6 packets are sealed
+// for their real framing (IPv6 sockets use IPV6_PMTUDISC_DO too, so they are
+// never fragmented locally).
 //
 // # Receiving and the ICRC policy
 //
@@ -40,17 +45,19 @@
 //   - VerifyIPv4 (the default) verifies the ICRC assuming Identification 0
 //     and Don't Fragment (what an unconnected socket with IP_PMTUDISC_DO
 //     sends); a packet that does not match is accepted if some
-//     Identification and flag make its ICRC right (wire.VerifyICRCAnyIPv4ID:
+//     Identification and flag make its ICRC right (the one after its flow's
+//     last is tried first, wire.ICRCCache; wire.VerifyICRCAnyIPv4ID:
 //     a corrupted packet passes with probability about 2^-15) and counted in
 //     Stats.RxICRCAnyID, else dropped and counted in Stats.RxBadICRC, as
 //     Linux rxe drops it. Linux rxe's Identifications vary from packet to
-//     packet, and a GSO send numbers its segments 0, 1, 2, ..., so both
-//     verify this way.
+//     packet, a GSO send numbers its segments 0, 1, 2, ..., and a connected
+//     socket's datagrams count up from its counter, so all verify this way.
 //   - VerifyIPv4Zero verifies assuming Identification 0 and accepts a
 //     packet that does not match, counting it in Stats.RxICRCUnchecked.
 //   - StrictIPv4 accepts only packets that verify with Identification 0:
-//     it drops rxe's packets and the later segments of GSO sends (set
-//     Config.DisableGSO on the peers).
+//     it drops rxe's packets, the later segments of GSO sends and connected
+//     sockets' packets (set Config.DisableGSO and Config.DisableConnect on
+//     the peers).
 //   - NoICRCCheck accepts every IPv4 packet without computing its ICRC and
 //     counts it in Stats.RxICRCUnchecked.
 //
