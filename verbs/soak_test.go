@@ -185,8 +185,11 @@ func TestLossSoakUDP(t *testing.T) {
 		// corrupted packet in 2^15 passes. A 10 GiB run corrupts 40,000:
 		// the first one with the default policy placed a corrupted READ
 		// response in memory. Strict checks need Identification 0, so no
-		// GSO (whose segments are numbered 0, 1, 2, ...).
-		func(c *udp.Config) { c.ICRCPolicy, c.DisableGSO = udp.StrictIPv4, true })
+		// GSO (whose segments are numbered 0, 1, 2, ...) and no connected
+		// source-port sockets (which number their datagrams).
+		func(c *udp.Config) {
+			c.ICRCPolicy, c.DisableGSO, c.DisableConnect = udp.StrictIPv4, true, true
+		})
 
 	var tot soakTotals
 	var wg sync.WaitGroup
