@@ -91,12 +91,14 @@ func (a *ackTimer) add(qp *QP, seq uint32, now int64) bool {
 }
 
 // done says a hold ended before its time (a post, a destroy, ...). With
-// none left the timer stops.
+// none left the list empties, but the timer is left to go off for nothing:
+// a ping-pong makes and ends a hold every round trip, and stopping the
+// timer each time and setting it again at the next hold cost two timer
+// operations a round trip; left set, it is set again only after it has
+// gone off, at most once per ackHoldMax.
 func (a *ackTimer) done() {
 	a.mu.Lock()
 	if a.live.Add(-1) == 0 {
-		a.t.Stop()
-		a.armed = false
 		clear(a.q)
 		a.q = a.q[:0]
 	}
