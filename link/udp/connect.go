@@ -58,10 +58,17 @@ type connState struct {
 	// be read back before the next send.
 	next  uint16
 	stale bool
-	// checked is when the counter was last read back.
+	// checked is when the counter was last read back; writes counts the
+	// writes since the clock was last read.
 	checked  time.Time
+	writes   int
 	mismatch int
 }
+
+// clockEvery is how many writes pass between two looks at the clock for
+// the next read-back (a clock read is some 60 ns on a virtual machine, a
+// twentieth of a round trip's own work).
+const clockEvery = 16
 
 // errNoReadBack says a socket's IPv4 Identification could not be read back.
 var errNoReadBack = errors.New("udp: the socket's IPv4 Identification cannot be read back")
@@ -90,6 +97,10 @@ func (l *Link) prepareConn(sk *socket, c *connState, s *sendScratch, i int) {
 	if !c.connected() {
 		return
 	}
+	if c.writes++; !c.stale && c.writes < clockEvery && idCheckEvery > 0 {
+		return
+	}
+	c.writes = 0
 	now := time.Now()
 	if !c.stale && now.Sub(c.checked) < idCheckEvery {
 		return
