@@ -8,15 +8,17 @@ package main
 // socket and takes it with recvfrom(). A RoCE ping-pong cannot make those
 // calls: each side sends its 96-byte WRITE packet and the 20-byte ACK of
 // the peer's as one segmented datagram (sendmmsg with a UDP_SEGMENT control
-// message) from an unconnected socket (a connected one numbers its IPv4
-// Identifications from a value the ICRC covers and user space cannot
-// read), and receives with recvmmsg, UDP_GRO on and an overflow buffer
-// behind each packet's. With -connect it sends from a connected socket
-// instead, which shows what the unconnected socket's route lookup costs. "udpfloor" makes exactly those calls with nothing
-// else between them, so its round trip is the least softrdma's can be on
-// this kernel: the table reports softrdma against it beside the raw
-// reference, splitting the difference into the kernel's part and softrdma's
-// own.
+// message) from its QP's source-port socket, connected to the peer (link/udp
+// follows the IPv4 Identification counter such a socket numbers its
+// datagrams with, which the ICRC covers), and receives with recvmmsg,
+// UDP_GRO on and an overflow buffer behind each packet's. "udpfloor
+// -connect" makes exactly those calls with nothing else between them (from
+// one socket, which also receives), so its round trip is the least
+// softrdma's can be on this kernel: the table reports softrdma against it
+// beside the raw reference, splitting the difference into the kernel's part
+// and softrdma's own. Without -connect it sends from an unconnected socket,
+// as softrdma did before it connected its source-port sockets: the route
+// lookup a send that saves.
 
 import (
 	"errors"
@@ -215,7 +217,7 @@ func runFloor(args []string, out io.Writer) error {
 	n := fs.Int("n", 20000, "round trips timed (client)")
 	warm := fs.Int("warm", 2000, "round trips before timing (client)")
 	idle := fs.Duration("idle", 10*time.Second, "give up after this long without a datagram")
-	connect := fs.Bool("connect", false, "connect the socket to -peer and send without an address (what softrdma cannot do; see the top of floor_linux.go)")
+	connect := fs.Bool("connect", false, "connect the socket to -peer and send without an address, as softrdma's source-port sockets (see the top of floor_linux.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -543,18 +543,18 @@ func (b *bench) latency() {
 		b.row("UDP 64 B round trip, "+mode+" (pingpong -mode "+mode+")", "",
 			fmt.Sprintf("%.1f / %.1f / %.1f us", f["p50"], f["p99"], f["p99.9"]), "")
 	}
-	floor, err := b.floor()
+	floor, err := b.floor("-connect")
 	if err != nil {
 		b.fail("UDP 64 B round trip, spin, softrdma's system calls", err, "")
 	} else {
-		b.row("UDP 64 B round trip, spin, softrdma's system calls (bench udpfloor: a 96+20-byte GSO pair, recvmmsg with GRO)", "",
+		b.row("UDP 64 B round trip, spin, softrdma's system calls (bench udpfloor -connect: a 96+20-byte GSO pair from a connected socket, recvmmsg with GRO)", "",
 			fmt.Sprintf("%.1f / %.1f / %.1f us", floor[0], floor[1], floor[2]), times(floor[0], ref["spin"][0])+" UDP spin median")
 	}
-	if conn, err := b.floor("-connect"); err != nil {
-		b.fail("UDP 64 B round trip, spin, softrdma's system calls, connected", err, "")
+	if unc, err := b.floor(); err != nil {
+		b.fail("UDP 64 B round trip, spin, softrdma's system calls, unconnected", err, "")
 	} else {
-		b.row("  the same from connected sockets (bench udpfloor -connect: no route lookup a send)", "",
-			fmt.Sprintf("%.1f / %.1f / %.1f us", conn[0], conn[1], conn[2]), times(conn[0], ref["spin"][0])+" UDP spin median")
+		b.row("  the same from an unconnected socket (bench udpfloor: a route lookup a send)", "",
+			fmt.Sprintf("%.1f / %.1f / %.1f us", unc[0], unc[1], unc[2]), times(unc[0], ref["spin"][0])+" UDP spin median")
 	}
 	for _, test := range []string{"write_lat", "send_lat"} {
 		// default: perftest's loop, polling the CQ (or memory) and yielding;
@@ -634,7 +634,7 @@ func (b *bench) pairedLatency() {
 			// reference and softrdma), for softrdma's ratio to it.
 			var fl float64
 			if c.raw == "spin" {
-				f, err := b.floor()
+				f, err := b.floor("-connect")
 				if err != nil {
 					b.fail(name+", the floor", err, "")
 					break
@@ -673,7 +673,7 @@ func (b *bench) pairedLatency() {
 		}
 		b.row(name, spread(softs, 1, " us"), spread(raws, 1, " us"), timesSpread(ratios))
 		if len(floors) == b.pairs {
-			b.row("  the same pairs against the floor (udpfloor, run between them)", "",
+			b.row("  the same pairs against the floor (udpfloor -connect, run between them)", "",
 				spread(floors, 1, " us"), timesSpread(overFloor))
 		}
 	}
