@@ -6,11 +6,12 @@
 //
 // Source-port sockets send only, and a port is a queue pair's (srcport.go),
 // so nearly all of a source socket's packets go to one peer: on Linux the
-// link connects each IPv4 source-port socket to the unicast destination of
-// its first send and sends packets for that destination without an address
-// (others still go out with theirs).
+// link connects each source-port socket to the unicast destination of its
+// first send (an IPv6 one without a zone) and sends packets for that
+// destination without an address (others still go out with theirs).
 //
-// The price is the IPv4 Identification, which the ICRC covers. An
+// An IPv6 header has nothing the sender does not know. The price, for IPv4,
+// is the Identification, which the ICRC covers. An
 // unconnected Don't Fragment datagram has Identification 0; a connected
 // socket's datagrams are numbered from a counter of the socket's that
 // starts at a value the sender cannot choose and moves by one a datagram
@@ -85,8 +86,10 @@ func (l *Link) prepareConn(sk *socket, c *connState, s *sendScratch, i int) {
 	if !c.tried {
 		dst := netip.AddrPortFrom(netip.AddrFrom16(s.ips[i]).Unmap(), uint16(s.addrs[i].Port))
 		a := dst.Addr()
-		if !a.Is4() || a.IsMulticast() || a.IsUnspecified() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-			return // multicast or broadcast: wait for a unicast destination
+		if a.Is4() != sk.is4 || a.IsMulticast() || a.IsUnspecified() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || s.addrs[i].Zone != "" {
+			// Multicast or broadcast: wait for a unicast destination. (A
+			// link-local IPv6 one with its zone stays unconnected.)
+			return
 		}
 		c.tried = true
 		if err := l.connect(sk, c, dst); err != nil {
@@ -94,8 +97,8 @@ func (l *Link) prepareConn(sk *socket, c *connState, s *sendScratch, i int) {
 		}
 		return
 	}
-	if !c.connected() {
-		return
+	if !c.connected() || !sk.is4 {
+		return // (an IPv6 socket has no counter to follow)
 	}
 	if c.writes++; !c.stale && c.writes < clockEvery && idCheckEvery > 0 {
 		return
@@ -130,6 +133,10 @@ func (l *Link) connect(sk *socket, c *connState, dst netip.AddrPort) error {
 	}
 	c.peer = dst
 	c.ip = dst.Addr().As16()
+	if !sk.is4 {
+		l.log.Debug("udp: source socket connected", "from", sk.local, "to", dst)
+		return nil
+	}
 	a, err := readBackID(sk)
 	if err == nil && sk.gso.Load() {
 		var b uint16
@@ -171,7 +178,7 @@ func (l *Link) disconnect(sk *socket, c *connState, why error) {
 // error is an ICMP error's report (refusedOnce), given before the datagram
 // took one.
 func (c *connState) afterSend(n int, err error) {
-	if !c.connected() {
+	if !c.connected() { // (for IPv6 the counter is unused)
 		return
 	}
 	c.next += uint16(n)
@@ -183,7 +190,7 @@ func (c *connState) afterSend(n int, err error) {
 // toPeer reports whether s's packet i goes to the address c is connected
 // to, and so leaves without one.
 func (c *connState) toPeer(s *sendScratch, i int) bool {
-	return c.connected() && s.ips[i] == c.ip && s.addrs[i].Port == int(c.peer.Port())
+	return c.connected() && s.ips[i] == c.ip && s.addrs[i].Port == int(c.peer.Port()) && s.addrs[i].Zone == ""
 }
 
 // refusedOnce reports whether err is the report of an ICMP error that a

@@ -13,8 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// connectSocket connects sk to dst and asks for the software transmit
-// timestamps that readBackID requests per datagram to be reported.
+// connectSocket connects sk to dst.
 func connectSocket(sk *socket, dst netip.AddrPort) error {
 	rc, err := sk.conn.SyscallConn()
 	if err != nil {
@@ -22,8 +21,12 @@ func connectSocket(sk *socket, dst netip.AddrPort) error {
 	}
 	var serr error
 	cerr := rc.Control(func(fd uintptr) {
-		// Reporting only: no datagram is timestamped unless it asks.
-		sa := &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
+		var sa unix.Sockaddr
+		if sk.is4 {
+			sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
+		} else {
+			sa = &unix.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
+		}
 		if serr = unix.Connect(int(fd), sa); serr != nil {
 			serr = fmt.Errorf("connect: %w", serr)
 		}
@@ -103,7 +106,11 @@ func readBackFD(fd int, self netip.AddrPort, payload []byte) (uint16, error) {
 	if len(payload) > 1 {
 		cm = append(cm, putGSO(make([]byte, gsoSpace), 1)...)
 	}
-	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, unix.SOF_TIMESTAMPING_SOFTWARE)
+	// Reporting is on only while the read-back lasts (the datagram asks
+	// for its timestamp in its control message).
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, unix.SOF_TIMESTAMPING_SOFTWARE); err != nil {
+		return 0, fmt.Errorf("%w: SO_TIMESTAMPING: %v", errNoReadBack, err)
+	}
 	defer unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, 0)
 	to := &unix.SockaddrInet4{Port: int(self.Port()), Addr: self.Addr().As4()}
 	for {

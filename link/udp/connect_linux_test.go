@@ -51,7 +51,7 @@ func sendSizes(t *testing.T, l *Link, seq *uint32, src, dst netip.AddrPort, size
 func checkFrame(t *testing.T, c *capture, src, dst netip.AddrPort, sizes ...int) uint16 {
 	t.Helper()
 	f, payload := c.next(t, src, dst)
-	if f.IPv4Frag != wire.IPv4DontFragment {
+	if f.IsIPv4() && f.IPv4Frag != wire.IPv4DontFragment {
 		t.Errorf("flags/offset %#x, want Don't Fragment", f.IPv4Frag)
 	}
 	total := 0
@@ -112,6 +112,30 @@ func TestConnectedWireHeaders(t *testing.T) {
 	}
 	if n := a.Stats().TxIDMismatch; n != 0 {
 		t.Errorf("TxIDMismatch %d, want 0", n)
+	}
+}
+
+// TestConnectedIPv6: an IPv6 source-port socket is connected too (it has
+// no Identification to follow) and its packets, sent without an address,
+// verify against the headers they have.
+func TestConnectedIPv6(t *testing.T) {
+	a, b := pair6(t, Config{})
+	c := newCapture(t, b.Port())
+	sp := freeSourcePort(t, lo6)
+	src, dst := netip.AddrPortFrom(lo6, sp), linktest.Endpoint(b)
+	var seq uint32
+	for range 2 {
+		sendSizes(t, a, &seq, src, dst, 200)
+		sendSizes(t, a, &seq, src, dst, 200, 200, 120)
+		checkFrame(t, c, src, dst, 200)
+		checkFrame(t, c, src, dst, 200, 200, 120)
+	}
+	cs := connOf(t, a, sp)
+	if !isConnected(cs) {
+		t.Fatal("the IPv6 source-port socket is not connected")
+	}
+	if st := a.Stats(); st.TxErrors != 0 || st.TxIDMismatch != 0 {
+		t.Errorf("TxErrors %d, TxIDMismatch %d", st.TxErrors, st.TxIDMismatch)
 	}
 }
 

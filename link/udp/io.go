@@ -308,7 +308,8 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 	s.out, s.outAt, s.gbufs, s.oob = s.out[:0], s.outAt[:0], s.gbufs[:0], s.oob[:0]
 	c := sk.cs
 	var id uint16 // the next datagram's Identification
-	counted := c.connected()
+	connected := c.connected()
+	counted := connected && sk.is4
 	if counted {
 		id = c.next
 	}
@@ -386,9 +387,9 @@ func (l *Link) segment(sk *socket, s *sendScratch, idx []int) {
 		}
 		if counted {
 			id++
-			if c.toPeer(s, i) {
-				m.Addr = nil
-			}
+		}
+		if connected && c.toPeer(s, i) {
+			m.Addr = nil
 		}
 		m.N, m.NN, m.Flags = 0, 0, 0
 		s.out = append(s.out, m)
@@ -490,7 +491,7 @@ func (l *Link) writeLocked(sk *socket, s *sendScratch, idx []int) error {
 		first = cmp(first, fmt.Errorf("udp: send from %s to %v: %w", sk.local, to, err))
 		l.log.Debug("udp: send failed", "from", sk.local, "to", to, "err", err)
 		done++
-		if c.connected() && done < len(msgs) {
+		if c.connected() && sk.is4 && done < len(msgs) {
 			// The rest were numbered assuming the failed datagram took no
 			// Identification: read the counter and seal them again.
 			rest := append([]int(nil), idx[s.outAt[done]:]...)

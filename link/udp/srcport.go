@@ -128,7 +128,7 @@ func (l *Link) listenSource(ap netip.AddrPort, is4 bool, ifindex int) (*socket, 
 		conn: conn, bc: newBatchConn(conn, is4), ifindex: ifindex}
 	multicastSend(conn, sk.addr, ifindex, l.log)
 	sk.gso.Store(!l.noGSO && probeGSO(conn))
-	if is4 && !l.noConnect {
+	if !l.noConnect {
 		sk.cs = new(connState)
 	}
 	return sk, nil

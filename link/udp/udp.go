@@ -25,11 +25,11 @@
 // socket's with IP Identification 0: the ICRC is sealed for exactly that
 // header (wire.Framing with IPv4ID 0, IPv4Frag wire.IPv4DontFragment, the
 // socket's port as SrcPort), which is what Linux rxe and any other receiver
-// compute. The link's own sockets stay unconnected; each IPv4 source-port
+// compute. The link's own sockets stay unconnected; each source-port
 // socket is connected to the destination of its first send, saving the
-// kernel a route lookup per datagram, and its packets are sealed for the
-// Identifications its counter gives them, which the link reads back
-// (connect.go; Config.DisableConnect turns it off). IPv6 packets are sealed
+// kernel a route lookup per datagram, and an IPv4 one's packets are sealed
+// for the Identifications its counter gives them, which the link reads
+// back (connect.go; Config.DisableConnect turns it off). IPv6 packets are sealed
 // for their real framing (IPv6 sockets use IPV6_PMTUDISC_DO too, so they are
 // never fragmented locally).
 //
@@ -176,9 +176,8 @@ type Config struct {
 	// of buffers per receiving socket.
 	DisableGRO bool
 	// DisableConnect keeps source-port sockets unconnected. By default
-	// (Linux, IPv4) each is connected to the destination of its first
-	// send, which spares the kernel a route lookup per datagram
-	// (connect.go).
+	// (Linux) each is connected to the destination of its first send,
+	// which spares the kernel a route lookup per datagram (connect.go).
 	DisableConnect bool
 	// RxSpin is how long a reader goroutine (Linux) goes on looking for
 	// datagrams after a batch before it parks in the runtime's network
