@@ -131,8 +131,8 @@ func (c *ICRCCache) SealParts(f *Framing, head, mid, tail []byte) {
 	binary.LittleEndian.PutUint32(tail[len(tail)-ICRCLen:], crc)
 }
 
-// CheckICRCIPv4 is the package's CheckICRCIPv4, reusing the cached header
-// CRC and the size's basis. A packet that does not verify exactly is first
+// CheckICRCIPv4 is the package's CheckICRCIPv4 (which is this, with a cache
+// of nothing), reusing the cached header CRC and the size's basis. A packet that does not verify exactly is first
 // tried with the Identification after the one its flow and size's last such
 // packet had (a connected sender's datagrams and GSO segments count up), a
 // comparison instead of a reduction against the basis.

@@ -39,12 +39,6 @@ type idBasis struct {
 	low [16]uint32
 }
 
-// reduces reports whether x lies in the span.
-func (b *idBasis) reduces(x uint32) bool {
-	_, ok := b.solve(x)
-	return ok
-}
-
 // solve reports whether x lies in the span and, if so, a set of header
 // bits (bit i < 16: Identification bit i; bit 16: DF) whose contributions
 // sum to x.
@@ -143,27 +137,8 @@ func VerifyICRCAnyIPv4ID(f *Framing, pkt []byte) bool {
 // in the span of their contributions whatever f's values are. For IPv6
 // framing both answers are the exact check's.
 func CheckICRCIPv4(f *Framing, pkt []byte) (exact, some bool) {
-	if len(pkt) < BTHLen+ICRCLen {
-		return false, false
-	}
-	var b *idBasis
-	return checkIPv4(f, pkt, ICRC(f, pkt), &b)
-}
-
-// checkIPv4 is CheckICRCIPv4 given icrc, pkt's ICRC as framed by f; basis
-// holds the basis for pkt's length, or nil, which it fills when needed.
-func checkIPv4(f *Framing, pkt []byte, icrc uint32, basis **idBasis) (exact, some bool) {
-	diff := binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCLen:]) ^ icrc
-	if diff == 0 {
-		return true, true
-	}
-	if !f.IsIPv4() {
-		return false, false
-	}
-	if *basis == nil {
-		*basis = basisFor(len(pkt))
-	}
-	return false, (*basis).reduces(diff)
+	var c ICRCCache // one check: the cache's code, with nothing cached
+	return c.CheckICRCIPv4(f, pkt)
 }
 
 // IPv4HeaderFor returns an IPv4 Identification and flags/fragment-offset

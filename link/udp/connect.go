@@ -74,8 +74,8 @@ const clockEvery = 16
 // errNoReadBack says a socket's IPv4 Identification could not be read back.
 var errNoReadBack = errors.New("udp: the socket's IPv4 Identification cannot be read back")
 
-// connected reports whether the socket's datagrams are numbered by its
-// counter; the caller holds c.mu.
+// connected reports whether the socket is connected (an IPv4 one's
+// datagrams are then numbered by its counter); the caller holds c.mu.
 func (c *connState) connected() bool { return c != nil && c.peer.IsValid() }
 
 // prepareConn is the start of a write from sk (c is sk.cs, held) whose
