@@ -382,10 +382,11 @@ func (qp *QP) unlockSend() {
 // work requests outstanding, or one that was posted less than streamGap
 // before. A ping-pong posts a round trip apart and keeps at most one request
 // outstanding, its acknowledgement in flight.
-const (
-	streamGap         = 2 * time.Microsecond
-	streamOutstanding = 2
-)
+const streamOutstanding = 2
+
+// streamGap is a variable only so that a test can widen it: under the race
+// detector a post can take longer than 2 us.
+var streamGap = 2 * time.Microsecond
 
 // unlockPosted is unlockSend for a post that sends its packets itself: it
 // notes when the post returns.
