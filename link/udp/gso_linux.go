@@ -7,7 +7,6 @@ package udp
 
 import (
 	"errors"
-	"net"
 	"syscall"
 	"unsafe"
 
@@ -18,7 +17,7 @@ import (
 const gsoMaxSegments = 64
 
 // probeGSO reports whether the socket takes UDP_SEGMENT.
-func probeGSO(c *net.UDPConn) bool {
+func probeGSO(c syscall.Conn) bool {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return false

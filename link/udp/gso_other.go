@@ -2,11 +2,11 @@
 
 package udp
 
-import "net"
+import "syscall"
 
 const gsoMaxSegments = 64
 
-func probeGSO(*net.UDPConn) bool { return false }
+func probeGSO(syscall.Conn) bool { return false }
 
 var gsoSpace = 0
 

@@ -53,7 +53,7 @@ func (l *Link) JoinGroup(group netip.Addr) error {
 	if !g.Is4() && main.ifindex > 0 {
 		bind = netip.AddrPortFrom(g.WithZone(strconv.Itoa(main.ifindex)), l.port)
 	}
-	conn, err := l.ns.in(func() (*net.UDPConn, error) {
+	conn, err := nsIn(l.ns, func() (*net.UDPConn, error) {
 		return listenGroup(bind, main.addr, main.ifindex, l.sockBuf, l.log)
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,7 @@ import (
 // holding local (by address for IPv4, by ifindex for IPv6), with
 // MulticastTTL and with loopback on, so links of one host reach each other.
 // Failures are only logged: unicast traffic does not need these.
-func multicastSend(conn *net.UDPConn, local netip.Addr, ifindex int, log *slog.Logger) {
+func multicastSend(conn syscall.Conn, local netip.Addr, ifindex int, log *slog.Logger) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return

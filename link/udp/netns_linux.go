@@ -8,7 +8,6 @@ package udp
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 
@@ -45,12 +44,12 @@ func (ns *netns) close() {
 // in runs open in the namespace ns: on a locked thread that is, or is
 // moved into, it. A thread moved is never unlocked, so the runtime ends it
 // when the goroutine returns.
-func (ns *netns) in(open func() (*net.UDPConn, error)) (*net.UDPConn, error) {
+func nsIn[C sockConn](ns *netns, open func() (C, error)) (C, error) {
 	if ns == nil {
 		return open()
 	}
 	type result struct {
-		c   *net.UDPConn
+		c   C
 		err error
 	}
 	ch := make(chan result, 1)
@@ -64,7 +63,8 @@ func (ns *netns) in(open func() (*net.UDPConn, error)) (*net.UDPConn, error) {
 			return
 		}
 		if err := unix.Setns(int(ns.f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, fmt.Errorf("entering the link's network namespace: %w", err)}
+			var none C
+			ch <- result{none, fmt.Errorf("entering the link's network namespace: %w", err)}
 			return // the thread stays locked and ends with the goroutine
 		}
 		c, err := open()

@@ -2,8 +2,6 @@
 
 package udp
 
-import "net"
-
 // netns is the network namespace a link was opened in; only Linux has
 // them.
 type netns struct{}
@@ -12,4 +10,4 @@ func currentNetns() *netns { return nil }
 
 func (ns *netns) close() {}
 
-func (ns *netns) in(open func() (*net.UDPConn, error)) (*net.UDPConn, error) { return open() }
+func nsIn[C sockConn](_ *netns, open func() (C, error)) (C, error) { return open() }

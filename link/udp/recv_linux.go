@@ -107,7 +107,7 @@ func newReceiver(rc syscall.RawConn, pkts []*link.Packet, over []byte) *receiver
 
 // enableGRO asks the socket for coalesced receives and reports whether it
 // takes them.
-func enableGRO(c *net.UDPConn) bool {
+func enableGRO(c syscall.Conn) bool {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return false

@@ -9,6 +9,7 @@ package udp
 import (
 	"net"
 	"net/netip"
+	"syscall"
 
 	"golang.org/x/net/ipv4"
 
@@ -84,6 +85,6 @@ func (l *Link) readLoop(sk *socket, rx *rxState) {
 }
 
 // enableGRO: coalesced receives are Linux's.
-func enableGRO(*net.UDPConn) bool { return false }
+func enableGRO(syscall.Conn) bool { return false }
 
 func groOverflow() []byte { return nil }

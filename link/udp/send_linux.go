@@ -9,8 +9,10 @@
 package udp
 
 import (
+	"errors"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -18,11 +20,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysConn is a socket's batchConn on Linux: x/net's, and the socket's
-// RawConn for writeMsgs.
+// sysConn is a socket's batchConn on Linux: x/net's (none for a source
+// socket), and the socket's RawConn for writeMsgs.
 type sysConn struct {
 	batchConn
 	raw syscall.RawConn
+	// file says the socket is a source socket's file, outside the
+	// network poller: a full send buffer is waited for in poll(2).
+	file bool
 }
 
 // newBatchConn returns the batch interface of c.
@@ -31,6 +36,23 @@ func newBatchConn(c *net.UDPConn, is4 bool) batchConn {
 	sc.raw, _ = c.SyscallConn()
 	return sc
 }
+
+// newSourceBatchConn returns the batch interface of a source socket's
+// file (listenSourceUDP): writeMsgs only, since nothing reads the socket
+// and the direct sendmmsg takes every destination.
+func newSourceBatchConn(c sockConn, _ bool) batchConn {
+	sc := &sysConn{batchConn: noBatch{}, file: true}
+	sc.raw, _ = c.SyscallConn()
+	return sc
+}
+
+// noBatch is the batchConn of a socket only writeMsgs's direct call uses.
+type noBatch struct{}
+
+var errNoBatch = errors.New("udp: no batch calls on a source socket")
+
+func (noBatch) ReadBatch([]ipv4.Message, int) (int, error)  { return 0, errNoBatch }
+func (noBatch) WriteBatch([]ipv4.Message, int) (int, error) { return 0, errNoBatch }
 
 // sysScratch is the system-call form of the messages of one write: a
 // header, I/O vectors and a destination address each. It belongs to a
@@ -45,6 +67,11 @@ type sysScratch struct {
 	fn    func(fd uintptr) bool
 	sent  int
 	errno syscall.Errno
+	// For a socket outside the poller: wait for room in poll(2), giving
+	// up once stop is set (the link is closing).
+	wait bool
+	stop *atomic.Bool
+	pfd  [1]unix.PollFd
 }
 
 // rawSendMax bounds the bytes of one sendmmsg: the call is made without
@@ -74,7 +101,11 @@ func (l *Link) writeMsgs(sk *socket, s *sendScratch, msgs []ipv4.Message) (int, 
 		x.fn = x.write
 	}
 	x.sent, x.errno = 0, 0
+	x.wait, x.stop = c.file, &l.closed
 	if err := c.raw.Write(x.fn); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			err = net.ErrClosed // a file's, as the link's sockets report it
+		}
 		return 0, err
 	}
 	if x.errno != 0 {
@@ -92,7 +123,13 @@ func (x *sysScratch) write(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
-			return false
+			if x.wait && x.room(fd) {
+				continue
+			}
+			if !x.wait {
+				return false
+			}
+			x.errno = e // the link is closing
 		case 0:
 			x.sent = int(k)
 		default:
@@ -102,14 +139,32 @@ func (x *sysScratch) write(fd uintptr) bool {
 	}
 }
 
+// roomWait bounds one poll(2) for room to write, so that a send waiting
+// for a buffer that does not drain notices the link closing.
+const roomWait = 50 // milliseconds
+
+// room waits until fd, a socket outside the network poller, can be
+// written, and reports false if the link closes first.
+func (x *sysScratch) room(fd uintptr) bool {
+	for !x.stop.Load() {
+		x.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLOUT}
+		if n, err := unix.Poll(x.pfd[:], roomWait); n > 0 || (err != nil && err != unix.EINTR) {
+			return true // writable, or an error the send will report
+		}
+	}
+	return false
+}
+
 // fill builds the headers of msgs for a socket of the family is4 says, as
 // many as one call carries (rawSendMax). It reports false, building
-// nothing, if a destination has an IPv6 zone.
+// nothing, if a destination has an IPv6 zone that names no interface.
 func (x *sysScratch) fill(msgs []ipv4.Message, is4 bool) bool {
 	nv, n, bytes := 0, 0, 0
 	for i := range msgs {
 		if a, _ := msgs[i].Addr.(*net.UDPAddr); a != nil && a.Zone != "" {
-			return false
+			if _, err := zoneIndex(a.Zone); err != nil {
+				return false
+			}
 		}
 		mb := 0
 		for _, b := range msgs[i].Buffers {
@@ -170,6 +225,9 @@ func (x *sysScratch) fill(msgs []ipv4.Message, is4 bool) bool {
 			*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6}
 			putPort(&sa.Port, a.Port)
 			copy(sa.Addr[:], a.IP.To16())
+			if a.Zone != "" {
+				sa.Scope_id, _ = zoneIndex(a.Zone) // known: checked above
+			}
 			h.Namelen = unix.SizeofSockaddrInet6
 		}
 		x.hdrs[i].n = 0

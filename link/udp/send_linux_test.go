@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/softrdma/softrdma/link/linktest"
 )
@@ -60,13 +62,27 @@ func TestWriteMsgs(t *testing.T) {
 	}
 }
 
-// TestWriteMsgsZone leaves a destination with an IPv6 zone to x/net, and a
-// closed socket's write fails with net.ErrClosed.
+// TestWriteMsgsZone: fill gives a destination with an IPv6 zone its
+// interface's index (a name or a number), leaves one whose zone names no
+// interface to x/net, and a closed socket's write fails with net.ErrClosed.
 func TestWriteMsgsZone(t *testing.T) {
 	var x sysScratch
-	zoned := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 4791, Zone: "lo"}}}
-	if x.fill(zoned, false) {
-		t.Error("fill took a destination with a zone")
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, zone := range []string{"lo", strconv.Itoa(lo.Index)} {
+		zoned := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 4791, Zone: zone}}}
+		if !x.fill(zoned, false) {
+			t.Fatalf("fill refused zone %q", zone)
+		}
+		if sa := x.names[0]; sa.Scope_id != uint32(lo.Index) || sa.Family != unix.AF_INET6 {
+			t.Errorf("zone %q: sockaddr %+v, want scope %d", zone, sa, lo.Index)
+		}
+	}
+	unknown := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 4791, Zone: "no-such-interface0"}}}
+	if x.fill(unknown, false) {
+		t.Error("fill took a zone that names no interface")
 	}
 	plain := []ipv4.Message{{Buffers: [][]byte{{1}}, Addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4791}}}
 	if !x.fill(plain, true) || len(x.hdrs) != 1 || x.hdrs[0].hdr.Namelen != 16 {

@@ -11,6 +11,10 @@ import (
 // newBatchConn returns the batch interface of c: x/net's.
 func newBatchConn(c *net.UDPConn, is4 bool) batchConn { return xnetConn(c, is4) }
 
+// newSourceBatchConn returns the batch interface of a source socket, a
+// *net.UDPConn here (listenSourceUDP).
+func newSourceBatchConn(c sockConn, is4 bool) batchConn { return xnetConn(c.(*net.UDPConn), is4) }
+
 // sysScratch holds nothing elsewhere than Linux: Send writes through x/net.
 type sysScratch struct{}
 

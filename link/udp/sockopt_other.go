@@ -32,7 +32,7 @@ func listenUDP(network string, ap netip.AddrPort, _ bool, buf int, log *slog.Log
 }
 
 // listenSourceUDP binds a send-only socket at ap for a source port.
-func listenSourceUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (*net.UDPConn, error) {
+func listenSourceUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (sockConn, error) {
 	c, err := listenUDP(network, ap, is4, 0, log)
 	if err != nil {
 		return nil, err

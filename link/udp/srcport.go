@@ -18,7 +18,6 @@
 package udp
 
 import (
-	"net"
 	"net/netip"
 	"sync/atomic"
 
@@ -118,14 +117,14 @@ func (l *Link) listenSource(ap netip.AddrPort, is4 bool, ifindex int) (*socket, 
 	if is4 {
 		network = "udp4"
 	}
-	conn, err := l.ns.in(func() (*net.UDPConn, error) {
+	conn, err := nsIn(l.ns, func() (sockConn, error) {
 		return listenSourceUDP(network, ap, is4, l.sockBuf, l.log)
 	})
 	if err != nil {
 		return nil, err
 	}
 	sk := &socket{addr: ap.Addr(), key: ap.Addr().WithZone(""), local: ap, is4: is4,
-		conn: conn, bc: newBatchConn(conn, is4), ifindex: ifindex}
+		conn: conn, bc: newSourceBatchConn(conn, is4), ifindex: ifindex}
 	multicastSend(conn, sk.addr, ifindex, l.log)
 	sk.gso.Store(!l.noGSO && probeGSO(conn))
 	if !l.noConnect {

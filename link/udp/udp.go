@@ -75,6 +75,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/softrdma/softrdma/link"
@@ -198,7 +199,7 @@ type socket struct {
 	// socket sends multicast packets and a group of its family is joined.
 	ifindex int
 	gone    atomic.Bool // closed by LeaveGroup: its reader ends quietly
-	conn    *net.UDPConn
+	conn    sockConn    // a *net.UDPConn, or a source socket's file (listenSourceUDP)
 	bc      batchConn
 	gso     atomic.Bool // UDP_SEGMENT available and not refused
 	// With UDP_GRO on (receives may hold several packets): where the
@@ -208,6 +209,14 @@ type socket struct {
 	// cs is a source-port socket's connection (connect.go); nil for the
 	// link's own sockets and with Config.DisableConnect.
 	cs *connState
+}
+
+// sockConn is what the link keeps of a socket: the link's own sockets are
+// *net.UDPConn, read through the runtime's network poller; a source-port
+// socket on Linux is an *os.File the poller does not know (listenSourceUDP).
+type sockConn interface {
+	syscall.Conn
+	Close() error
 }
 
 // Link is a RoCEv2 link over kernel UDP sockets. It implements link.Link;
