@@ -21,6 +21,11 @@ type txGather struct {
 	dev   *Device
 	batch []*link.Packet
 	held  []*QP
+	// The receive path's sorting space (receiveChunk), here rather than
+	// on its stack, which Go would zero on every call: 4 KiB, some 0.4% of
+	// a polling ping-pong's time.
+	items [rxChunk]rxItem
+	mc    [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
 }
 
 var gatherPool = sync.Pool{New: func() any { return new(txGather) }}

@@ -41,8 +41,11 @@ func (d *Device) receive(batch []*link.Packet) {
 }
 
 func (d *Device) receiveChunk(batch []*link.Packet) {
-	var items [rxChunk]rxItem
-	var mc [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
+	// What the QPs send in answer (ACKs, responses, requests an ACK let
+	// go) leaves in one call to the link, whatever the number of QPs.
+	g := getGather(d)
+	defer g.put()
+	items, mc := &g.items, &g.mc
 	n, nmc, nresp := 0, 0, 0
 	for _, p := range batch {
 		it := &items[n]
@@ -72,11 +75,8 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 		}
 		n++
 	}
+	defer clear(items[:n]) // no references left in the pool
 	mixed := nresp > 0 && nresp < n-nmc
-	// What the QPs send in answer (ACKs, responses, requests an ACK let
-	// go) leaves in one call to the link, whatever the number of QPs.
-	g := getGather(d)
-	defer g.put()
 	for i := range n {
 		qp := items[i].qp
 		if qp == nil {
