@@ -44,6 +44,12 @@ type receiver struct {
 	names []unix.RawSockaddrInet6 // large enough for IPv4 and IPv6 sources
 	pkts  []*link.Packet
 	k     int           // datagrams the last recvmmsg returned
+	// stale is how many of pkts went to the Handler with the last
+	// receive: their slots get new packets, and their headers are pointed
+	// at them, just before the next recvmmsg (refill), not as the batch
+	// is delivered. A ping-pong's side then does that work after it has
+	// answered, while it waits for the peer, rather than before.
+	stale int
 	vlen  int           // the messages the next non-blocking one asks for (want)
 	errno syscall.Errno // its error
 	read  func(fd uintptr) bool
@@ -125,6 +131,7 @@ func enableGRO(c syscall.Conn) bool {
 // scheduler (RawSyscall6): a poll loop makes it several times a round trip,
 // and the scheduler's entry and exit cost a tenth of a microsecond each time.
 func (r *receiver) recvmmsg(fd uintptr) bool {
+	r.refill()
 	for {
 		k, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])),
 			uintptr(r.want()), unix.MSG_DONTWAIT, 0, 0)
@@ -172,6 +179,7 @@ func (r *receiver) adapt(k int) {
 // time. An error or a signal (EINTR) also returns true, with no messages:
 // the caller's caller waits again, and the reader sees an error again.
 func (r *receiver) recvmmsgWait(fd uintptr) (int, bool) {
+	r.refill()
 	k, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])),
 		uintptr(r.want()), unix.MSG_WAITFORONE, 0, 0)
 	switch e {
@@ -183,6 +191,19 @@ func (r *receiver) recvmmsgWait(fd uintptr) (int, bool) {
 		return 0, false
 	}
 	return 0, true
+}
+
+// refill gives the slots of the packets the last receive delivered new
+// packets and prepares their headers (stale).
+func (r *receiver) refill() {
+	if r.stale == 0 {
+		return
+	}
+	for i := range r.stale {
+		r.pkts[i] = link.Get()
+	}
+	r.prepare(r.stale)
+	r.stale = 0
 }
 
 // prepare points the first k headers at their packets' buffers and address
@@ -435,12 +456,13 @@ func (l *Link) newRx(sk *socket, h link.Handler) (*rxState, error) {
 	return rx, nil
 }
 
-// release returns the receive buffers to the pool once the socket is closed.
+// release returns the receive buffers to the pool once the socket is
+// closed: those the last receive did not hand to the Handler.
 func (rx *rxState) release() {
 	rx.mu.Lock()
 	defer rx.mu.Unlock()
 	rx.closed = true
-	for _, p := range rx.pkts {
+	for _, p := range rx.pkts[rx.r.stale:] {
 		link.Put(p)
 	}
 }
@@ -460,10 +482,7 @@ func (l *Link) process(sk *socket, rx *rxState) int {
 	}
 	n := len(got)
 	rx.batch = l.deliver(rx.h, got, oks, rx.batch)
-	for i := range r.k {
-		rx.pkts[i] = link.Get() // the delivered ones went back to the pool
-	}
-	r.prepare(r.k)
+	r.stale = r.k // the delivered ones went back to the pool (refill)
 	return n
 }
 
