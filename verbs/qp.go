@@ -6,6 +6,7 @@ package verbs
 
 import (
 	"fmt"
+	"github.com/softrdma/softrdma/internal/mem"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -163,6 +164,9 @@ type QP struct {
 	rq   recvQueue
 	req  requester.Core
 	resp responder
+	// lastMR is the region or window the last remote access through the
+	// QP found (mem.Table.RemoteQPLast). Guarded by mu.
+	lastMR *mem.MR
 
 	out []*link.Packet // packets built under mu, sent by unlockSend
 

@@ -325,7 +325,7 @@ func (qp *QP) remoteLocked(rkey wire.RKey, va uint64, n int, acc Access) ([]byte
 	if qp.attr.AccessFlags&acc == 0 {
 		return nil, false
 	}
-	b, err := qp.dev.mrs.RemoteQP(rkey, qp.pd.id, uint32(qp.qpn), va, n, mem.Access(acc))
+	b, err := qp.dev.mrs.RemoteQPLast(&qp.lastMR, rkey, qp.pd.id, uint32(qp.qpn), va, n, mem.Access(acc))
 	return b, err == nil
 }
 

@@ -394,3 +394,66 @@ func BenchmarkRemoteLookupWindow(b *testing.B) {
 		}
 	}
 }
+
+// TestRemoteQPLast: the region kept from the last lookup serves the next
+// access through its key, and every way a key leaves the table (a
+// reregistration, a deregistration, a window's invalidation) makes the
+// next access see the table as RemoteQP does.
+func TestRemoteQPLast(t *testing.T) {
+	tb, mr := mwSetup(t)
+	var last *MR
+	access := func(key wire.RKey, pd PD, qpn uint32) error {
+		t.Helper()
+		_, err := tb.RemoteQPLast(&last, key, pd, qpn, 0x10000, 8, RemoteWrite)
+		_, want := tb.RemoteQP(key, pd, qpn, 0x10000, 8, RemoteWrite)
+		if !errors.Is(err, want) && !(err == nil && want == nil) {
+			t.Fatalf("RemoteQPLast: %v, RemoteQP: %v", err, want)
+		}
+		return err
+	}
+	if err := access(mr.RKey, 1, 0); err != nil || last != mr {
+		t.Fatalf("first access: %v, kept %p want %p", err, last, mr)
+	}
+	if err := access(mr.RKey, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Reregistered: the old region is retired, the new one found and kept.
+	n, err := tb.Reregister(mr, 1, rw|MWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := access(n.RKey, 1, 0); err != nil || last != n {
+		t.Fatalf("after reregistration: %v, kept %p want %p", err, last, n)
+	}
+	// A window bound for QP 9 through its key, then invalidated.
+	mw, _ := tb.AllocMW(1, MWType2)
+	if err := tb.BindMW(mw, 9, 1, Bind{MR: n, Addr: 0x10000, Length: 64, Access: RemoteWrite, KeyByte: 7}); err != nil {
+		t.Fatal(err)
+	}
+	k := tb.MWKey(mw)
+	if err := access(k, 1, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := access(k, 1, 8); !errors.Is(err, ErrKey) {
+		t.Fatalf("the window through another QP: %v", err)
+	}
+	if err := access(k, 1, 9); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Invalidate(k); err != nil {
+		t.Fatal(err)
+	}
+	if err := access(k, 1, 9); !errors.Is(err, ErrKey) {
+		t.Fatalf("after invalidation: %v", err)
+	}
+	// Deregistered while kept.
+	if err := access(n.RKey, 1, 0); err != nil || last != n {
+		t.Fatal(err)
+	}
+	if err := tb.Deregister(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := access(n.RKey, 1, 0); !errors.Is(err, ErrKey) {
+		t.Fatalf("after deregistration: %v", err)
+	}
+}

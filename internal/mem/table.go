@@ -301,15 +301,35 @@ func (t *Table) Remote(key wire.RKey, pd PD, va uint64, n int, need Access) ([]b
 // rxe's rxe_lookup_mw). Through a window's R_Key, the window's access and
 // range are checked, and its protection domain is the window's.
 func (t *Table) RemoteQP(key wire.RKey, pd PD, qpn uint32, va uint64, n int, need Access) ([]byte, error) {
+	return t.RemoteQPLast(nil, key, pd, qpn, va, n, need)
+}
+
+// RemoteQPLast is RemoteQP for a caller that keeps, in *last, the region
+// its previous lookup found (nil at first): if that region is still valid
+// and its R_Key is key, it is taken without the table's lookup (a map
+// access, whose lines a ping-pong's side finds out of cache each time) and
+// checked as any other. It is then the region the table holds under key:
+// every way out of the table (Deregister, Reregister, a window's unbinding
+// or invalidation) marks a region dead, and no two valid regions or
+// windows share a key.
+func (t *Table) RemoteQPLast(last **MR, key wire.RKey, pd PD, qpn uint32, va uint64, n int, need Access) ([]byte, error) {
 	if n <= 0 {
 		if n == 0 {
 			return nil, nil
 		}
 		return nil, ErrBounds
 	}
-	mr := t.get(uint32(key))
+	var mr *MR
+	if last != nil && *last != nil && (*last).RKey == key && (*last).Valid() {
+		mr = *last
+	} else {
+		mr = t.get(uint32(key))
+	}
 	if mr == nil || mr.RKey != key || !mr.Valid() || mr.qpn != qpn && mr.win != nil && mr.win.Type == MWType2 {
 		return nil, ErrKey
+	}
+	if last != nil {
+		*last = mr
 	}
 	return mr.check(pd, va, uint64(n), need)
 }
