@@ -20,6 +20,15 @@ import (
 // PostSend posts send work requests. On error the returned *WRError says
 // which request failed; the ones before it were posted.
 func (qp *QP) PostSend(wrs []SendWR) error {
+	// A hold for an answer that this post ends leaves the timer's list
+	// after the send (the deferred calls run in reverse order): its
+	// bookkeeping is not on the way of the answer.
+	var timed bool
+	defer func() {
+		if timed {
+			answerHolds.done()
+		}
+	}()
 	qp.mu.Lock()
 	// A QP posted to in a stream has its packets left for the device's
 	// pacer to send, so that the next post overlaps the system call and
@@ -42,6 +51,9 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	// by the time that completion ends its wait.
 	qp.noteAnswerLocked(now)
 	err := qp.postSendLocked(wrs, now)
+	if qp.ackHeld && qp.ackTimed {
+		qp.ackTimed, timed = false, true // releaseAckLocked leaves done to us
+	}
 	qp.releaseAckLocked()
 	return err
 }
