@@ -167,6 +167,9 @@ type QP struct {
 	// lastMR is the region or window the last remote access through the
 	// QP found (mem.Table.RemoteQPLast). Guarded by mu.
 	lastMR *mem.MR
+	// lastLocal is the region the last gather or scatter through the QP's
+	// SGEs found (mem.Table.GatherLast). Guarded by mu.
+	lastLocal *mem.MR
 
 	out []*link.Packet // packets built under mu, sent by unlockSend
 

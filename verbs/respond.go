@@ -269,7 +269,7 @@ func (qp *QP) placeLocked(pkt wire.Packet) placeErr {
 		if r.off+len(payload) > r.wqe.length {
 			return placeLength
 		}
-		if err := qp.dev.mrs.Scatter(payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
+		if err := qp.dev.mrs.ScatterLast(&qp.lastLocal, payload, qp.pd.id, r.wqe.sgl, r.off); err != nil {
 			return placeProt
 		}
 		if info.Is(wire.FlagInv) && !qp.invalidateLocked(pkt) {

@@ -177,7 +177,7 @@ func (qp *QP) enqueueLocked(wr *SendWR) error {
 		w.isInline = true
 		w.inline = w.inline[:w.length]
 		w.sgl = appendSGL(w.sgl[:0], wr.SGL)
-		err := qp.dev.mrs.Gather(w.inline, qp.pd.id, w.sgl, 0)
+		err := qp.dev.mrs.GatherLast(&qp.lastLocal, w.inline, qp.pd.id, w.sgl, 0)
 		w.sgl = w.sgl[:0]
 		if err != nil {
 			// libibverbs copies inline data from plain pointers; with keys,
@@ -317,7 +317,7 @@ func (s *reqSink) Transmit(rp *requester.Packet) requester.Status {
 				}
 			}
 			if !ok {
-				gerr = qp.dev.mrs.Gather(p.Buf[hl:hl+n], qp.pd.id, w.sgl, off)
+				gerr = qp.dev.mrs.GatherLast(&qp.lastLocal, p.Buf[hl:hl+n], qp.pd.id, w.sgl, off)
 			}
 		}
 		if gerr != nil {

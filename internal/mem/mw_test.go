@@ -457,3 +457,56 @@ func TestRemoteQPLast(t *testing.T) {
 		t.Fatalf("after deregistration: %v", err)
 	}
 }
+
+// TestGatherLast: the region kept from the last local access serves the
+// next one through its L_Key until it leaves the table (reregistered, then
+// deregistered), and a window's key is no L_Key even when kept.
+func TestGatherLast(t *testing.T) {
+	tb, mr := mwSetup(t)
+	copy(mr.Buf, "kept region")
+	var last *MR
+	dst := make([]byte, 4)
+	gather := func(key wire.LKey) error {
+		t.Helper()
+		err := tb.GatherLast(&last, dst, 1, []SGE{{Addr: 0x10000, Length: 4, LKey: key}}, 0)
+		want := tb.Gather(dst, 1, []SGE{{Addr: 0x10000, Length: 4, LKey: key}}, 0)
+		if !errors.Is(err, want) && !(err == nil && want == nil) {
+			t.Fatalf("GatherLast: %v, Gather: %v", err, want)
+		}
+		return err
+	}
+	if err := gather(mr.LKey); err != nil || last != mr || string(dst) != "kept" {
+		t.Fatalf("first gather: %v, %q, kept %p want %p", err, dst, last, mr)
+	}
+	if err := tb.ScatterLast(&last, []byte("KEPT"), 1, []SGE{{Addr: 0x10000, Length: 4, LKey: mr.LKey}}, 0); err != nil || string(mr.Buf[:4]) != "KEPT" {
+		t.Fatalf("scatter: %v, %q", err, mr.Buf[:4])
+	}
+	n, err := tb.Reregister(mr, 1, rw|MWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gather(n.LKey); err != nil || last != n {
+		t.Fatalf("after reregistration: %v, kept %p want %p", err, last, n)
+	}
+	mw, _ := tb.AllocMW(1, MWType1)
+	if err := tb.BindMW(mw, 0, 1, Bind{MR: n, Addr: 0x10000, Length: 64, Access: RemoteRead, KeyByte: 3}); err != nil {
+		t.Fatal(err)
+	}
+	k := tb.MWKey(mw)
+	last = tb.get(uint32(k)) // a window kept (as RemoteQPLast would)
+	if err := gather(wire.LKey(k)); !errors.Is(err, ErrKey) {
+		t.Fatalf("a window's key as an L_Key: %v", err)
+	}
+	if err := tb.BindMW(mw, 0, 1, Bind{MR: n, Addr: 0x10000}); err != nil { // unbinds
+		t.Fatal(err)
+	}
+	if err := gather(n.LKey); err != nil || last != n {
+		t.Fatal(err)
+	}
+	if err := tb.Deregister(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := gather(n.LKey); !errors.Is(err, ErrKey) {
+		t.Fatalf("after deregistration: %v", err)
+	}
+}

@@ -26,7 +26,7 @@ func TotalLength(sges []SGE) uint64 {
 // described by the concatenation of sges, into dst. It is a local read, so it
 // needs no access flag. See Scatter for the checks and errors.
 func (t *Table) Gather(dst []byte, pd PD, sges []SGE, off int) error {
-	return t.copySGEs(dst, pd, sges, off, false)
+	return t.copySGEs(dst, pd, sges, off, false, nil)
 }
 
 // View returns the n bytes at byte offset off of the message described by
@@ -81,10 +81,23 @@ func seek(sges []SGE, off uint64) (int, uint64) {
 // ErrLength if off < 0 or the list holds fewer than off+len(src) bytes; on
 // error some bytes may already have been copied. It allocates nothing.
 func (t *Table) Scatter(src []byte, pd PD, sges []SGE, off int) error {
-	return t.copySGEs(src, pd, sges, off, true)
+	return t.copySGEs(src, pd, sges, off, true, nil)
 }
 
-func (t *Table) copySGEs(buf []byte, pd PD, sges []SGE, off int, write bool) error {
+// GatherLast is Gather for a caller that keeps, in *last, the region its
+// previous local access found, as RemoteQPLast keeps a remote one: a
+// region still valid under an SGE's L_Key is taken without the key map's
+// lookup.
+func (t *Table) GatherLast(last **MR, dst []byte, pd PD, sges []SGE, off int) error {
+	return t.copySGEs(dst, pd, sges, off, false, last)
+}
+
+// ScatterLast is Scatter with GatherLast's kept region.
+func (t *Table) ScatterLast(last **MR, src []byte, pd PD, sges []SGE, off int) error {
+	return t.copySGEs(src, pd, sges, off, true, last)
+}
+
+func (t *Table) copySGEs(buf []byte, pd PD, sges []SGE, off int, write bool, last **MR) error {
 	if off < 0 {
 		return ErrLength
 	}
@@ -106,7 +119,7 @@ func (t *Table) copySGEs(buf []byte, pd PD, sges []SGE, off int, write bool) err
 		if l == 0 {
 			continue // looked at by no one (rxe's copy_data)
 		}
-		mem, err := t.local(s.LKey, pd, s.Addr, l, need)
+		mem, err := t.localLast(last, s.LKey, pd, s.Addr, l, need)
 		if err != nil {
 			return err
 		}

@@ -274,9 +274,22 @@ func (t *Table) Local(key wire.LKey, pd PD, va uint64, n int, need Access) ([]by
 }
 
 func (t *Table) local(key wire.LKey, pd PD, va, n uint64, need Access) ([]byte, error) {
-	mr := t.get(uint32(key))
+	return t.localLast(nil, key, pd, va, n, need)
+}
+
+// localLast is local with RemoteQPLast's kept region, for an L_Key.
+func (t *Table) localLast(last **MR, key wire.LKey, pd PD, va, n uint64, need Access) ([]byte, error) {
+	var mr *MR
+	if last != nil && *last != nil && (*last).LKey == key && (*last).win == nil && (*last).Valid() {
+		mr = *last
+	} else {
+		mr = t.get(uint32(key))
+	}
 	if mr == nil || !mr.Valid() || mr.win != nil {
 		return nil, ErrKey // a window's R_Key is no L_Key
+	}
+	if last != nil {
+		*last = mr
 	}
 	return mr.check(pd, va, n, need)
 }
