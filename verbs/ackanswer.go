@@ -49,8 +49,6 @@ type ackTimer struct {
 	// armed says t is set to go off (or its call has yet to take mu).
 	armed bool
 	q     []timedAck // holds in the order they were made (so of their deadlines)
-	// closed lists the devices closing: they make no more holds.
-	closed map[*Device]bool
 	relMu  sync.Mutex // one releaser at a time, held through its release
 	spare  []timedAck // the releaser's list, reused; guarded by relMu
 }
@@ -63,7 +61,7 @@ type timedAck struct {
 }
 
 // answerHolds is the one ackTimer.
-var answerHolds = &ackTimer{closed: map[*Device]bool{}}
+var answerHolds = new(ackTimer)
 
 func init() {
 	ackHoldMax.Store(int64(defaultAckHold))
@@ -77,7 +75,7 @@ func init() {
 func (a *ackTimer) add(qp *QP, seq uint32, now int64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.closed[qp.dev] {
+	if qp.dev.holdsClosed {
 		return false
 	}
 	hold := holdMax()
@@ -178,7 +176,7 @@ func release(list []timedAck, timedOut bool) {
 // new holds for d: the device is closing, and the peers wait for them.
 func (a *ackTimer) closeDevice(d *Device) {
 	a.mu.Lock()
-	a.closed[d] = true
+	d.holdsClosed = true
 	var list []timedAck // (the timer may go off for nothing)
 	for _, e := range a.q {
 		if e.qp.dev == d {
@@ -193,13 +191,6 @@ func (a *ackTimer) closeDevice(d *Device) {
 	//lint:ignore SA2001 a barrier: a release in progress has ended
 	a.relMu.Unlock()
 	release(list, false)
-}
-
-// forget drops a closed device from the list of closing ones.
-func (a *ackTimer) forget(d *Device) {
-	a.mu.Lock()
-	delete(a.closed, d)
-	a.mu.Unlock()
 }
 
 // holdForAnswerLocked holds the QP's pending ACK for its next post (or

@@ -203,15 +203,18 @@ type Device struct {
 
 	mrs *mem.Table
 
-	mu      sync.Mutex
-	closed  bool
-	qps     map[wire.QPN]*QP
-	nextQPN uint32
-	nPD     int
-	nCQ     int
-	nMR     int
-	nMW     int // memory windows (mw.go)
-	nQP     int
+	mu     sync.Mutex
+	closed bool
+	// holdsClosed says the device is closing: its QPs hold no more ACKs
+	// for an answer (ackanswer.go). Guarded by answerHolds.mu.
+	holdsClosed bool
+	qps         map[wire.QPN]*QP
+	nextQPN     uint32
+	nPD         int
+	nCQ         int
+	nMR         int
+	nMW         int // memory windows (mw.go)
+	nQP         int
 
 	qpTable qpTable // the receive path's view of qps
 
@@ -403,7 +406,6 @@ func (d *Device) Close() error {
 	}
 	err := d.link.Close()
 	d.pacer.stop()
-	answerHolds.forget(d)
 	return err
 }
 
