@@ -56,10 +56,10 @@ func (d *Device) pollHolding() int {
 }
 
 // ackLaterOrNowLocked is what the receive path does, once a batch's
-// packets for qp are handled, with the ACK they call for: hold it while an
+// packets for qp are handled (at clk's time), with the ACK they call for: hold it while an
 // application's poll is receiving, send it otherwise. An ACK waiting
 // behind a READ answer (the responder's output queue) is left to it.
-func (qp *QP) ackLaterOrNowLocked() {
+func (qp *QP) ackLaterOrNowLocked(clk *rxClock) {
 	if !qp.resp.ackPending {
 		return
 	}
@@ -67,7 +67,7 @@ func (qp *QP) ackLaterOrNowLocked() {
 		qp.sendPendingAckLocked()
 		return
 	}
-	now := qp.now()
+	now := clk.now()
 	qp.lastAckAt = now
 	if qp.answers { // ackanswer.go
 		if qp.ackHeld || qp.holdForAnswerLocked(now) {

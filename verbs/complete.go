@@ -11,12 +11,13 @@ import (
 	"github.com/softrdma/softrdma/wire"
 )
 
-// handleResponseLocked processes a response packet at the requester.
-func (qp *QP) handleResponseLocked(pkt wire.Packet) {
+// handleResponseLocked processes a response packet at the requester,
+// received at now.
+func (qp *QP) handleResponseLocked(pkt wire.Packet, now int64) {
 	if qp.state == StateErr {
 		return
 	}
-	now, g, psn := qp.now(), qp.gate(), pkt.BTH().PSN()
+	g, psn := qp.gate(), pkt.BTH().PSN()
 	switch pkt.Opcode() {
 	case wire.RCAcknowledge:
 		syn := pkt.AETH().Syndrome()

@@ -2,6 +2,7 @@ package verbs
 
 import (
 	"sync"
+	"time"
 
 	"github.com/softrdma/softrdma/link"
 )
@@ -26,6 +27,25 @@ type txGather struct {
 	// a polling ping-pong's time.
 	items [rxChunk]rxItem
 	mc    [rxChunk]uint8 // indexes in items of the multicast packets (qp nil)
+	clk   rxClock
+}
+
+// rxClock is the clock of one received chunk, read when first asked for:
+// the responses of a chunk and the ACKs it calls for take one reading
+// between them (a reading is some tens of nanoseconds here, and a
+// ping-pong's side made two a round trip before it answered).
+type rxClock struct {
+	t    int64
+	read bool
+}
+
+// now returns the chunk's time (QP.now's clock: negative inside a
+// synctest bubble, whose clock starts before clockEpoch).
+func (c *rxClock) now() int64 {
+	if !c.read {
+		c.t, c.read = int64(time.Since(clockEpoch)), true
+	}
+	return c.t
 }
 
 var gatherPool = sync.Pool{New: func() any { return new(txGather) }}
@@ -34,6 +54,7 @@ var gatherPool = sync.Pool{New: func() any { return new(txGather) }}
 func getGather(d *Device) *txGather {
 	g := gatherPool.Get().(*txGather)
 	g.dev = d
+	g.clk = rxClock{}
 	return g
 }
 

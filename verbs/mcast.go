@@ -205,7 +205,7 @@ func (d *Device) receiveMcast(g *txGather, pkt wire.Packet, p *link.Packet) {
 	}
 	for _, qp := range qps {
 		g.lock(qp)
-		qp.handleLocked(pkt, p)
+		qp.handleLocked(pkt, p, &g.clk)
 		qp.sendPendingAckLocked()
 		g.unlock(qp)
 	}

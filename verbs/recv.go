@@ -86,18 +86,18 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 		if mixed {
 			for j := i; j < n; j++ {
 				if items[j].qp == qp && items[j].resp {
-					qp.handleLocked(items[j].pkt, items[j].p)
+					qp.handleLocked(items[j].pkt, items[j].p, &g.clk)
 					items[j].qp = nil
 				}
 			}
 		}
 		for j := i; j < n; j++ {
 			if items[j].qp == qp {
-				qp.handleLocked(items[j].pkt, items[j].p)
+				qp.handleLocked(items[j].pkt, items[j].p, &g.clk)
 				items[j].qp = nil
 			}
 		}
-		qp.ackLaterOrNowLocked() // ackdefer.go
+		qp.ackLaterOrNowLocked(&g.clk) // ackdefer.go
 		g.unlock(qp)
 	}
 	for _, i := range mc[:nmc] {
@@ -105,7 +105,7 @@ func (d *Device) receiveChunk(batch []*link.Packet) {
 	}
 }
 
-func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
+func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet, clk *rxClock) {
 	if qp.dead {
 		return
 	}
@@ -131,7 +131,7 @@ func (qp *QP) handleLocked(pkt wire.Packet, p *link.Packet) {
 	qp.count(cntRcvdPkts, 1)
 	if info.Is(wire.FlagResponse) {
 		if qp.state != StateRTR {
-			qp.handleResponseLocked(pkt)
+			qp.handleResponseLocked(pkt, clk.now())
 		}
 		return
 	}
