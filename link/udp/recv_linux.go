@@ -51,6 +51,7 @@ type receiver struct {
 	// answered, while it waits for the peer, rather than before.
 	stale int
 	vlen  int           // the messages the next non-blocking one asks for (want)
+	hot   bool          // the last recvmmsg found something (adapt)
 	errno syscall.Errno // its error
 	read  func(fd uintptr) bool
 	zones map[uint32]string // IPv6 scope IDs seen, by interface name
@@ -139,6 +140,7 @@ func (r *receiver) recvmmsg(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			r.hot = false
 			return false
 		}
 		r.k, r.errno = int(k), e
@@ -161,15 +163,23 @@ func (r *receiver) want() int {
 // adapt sets the messages the next non-blocking recvmmsg asks for from the
 // k the last one received: as many if it found fewer than it asked for
 // (the socket was drained), twice as many if it filled them, up to the
-// headers there are. After a receive for the kernel, each message asked
-// for and not there costs an attempt that fails (some 0.2 us): a ping-pong
-// finds one message a call, a stream fills them.
+// headers there are; but one message found where one was asked for, by a
+// call that came after one that found the socket empty, is a ping-pong's
+// receive, and the next call asks for one again. After a receive for the
+// kernel, each message asked for and not there costs an attempt that fails
+// (some 0.2 us): a ping-pong finds one message a call, a stream fills
+// them. (Asking for two after every one, a ping-pong's side paid that
+// attempt every other round trip.) A stream's calls find something call
+// after call, and grow from one at the second.
 func (r *receiver) adapt(k int) {
-	if k >= r.vlen {
+	switch {
+	case k >= r.vlen && (r.vlen > 1 || r.hot):
 		r.vlen = min(2*r.vlen, len(r.hdrs))
-	} else {
+	case k >= r.vlen: // one of one, after an empty socket
+	default:
 		r.vlen = max(k, 1)
 	}
+	r.hot = k > 0
 }
 
 // recvmmsgWait is PollWait's blocking receive on a socket in blocking mode
@@ -188,6 +198,7 @@ func (r *receiver) recvmmsgWait(fd uintptr) (int, bool) {
 		r.adapt(r.k)
 		return int(k), true
 	case unix.EAGAIN:
+		r.hot = false
 		return 0, false
 	}
 	return 0, true
