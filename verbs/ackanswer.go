@@ -49,8 +49,8 @@ type ackTimer struct {
 	// armed says t is set to go off (or its call has yet to take mu).
 	armed bool
 	q     []timedAck // holds in the order they were made (so of their deadlines)
-	relMu  sync.Mutex // one releaser at a time, held through its release
-	spare  []timedAck // the releaser's list, reused; guarded by relMu
+	relMu sync.Mutex // one releaser at a time, held through its release
+	spare []timedAck // the releaser's list, reused; guarded by relMu
 }
 
 // timedAck is one hold: the QP and which of its holds (QP.holdSeq).

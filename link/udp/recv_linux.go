@@ -43,7 +43,7 @@ type receiver struct {
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6 // large enough for IPv4 and IPv6 sources
 	pkts  []*link.Packet
-	k     int           // datagrams the last recvmmsg returned
+	k     int // datagrams the last recvmmsg returned
 	// stale is how many of pkts went to the Handler with the last
 	// receive: their slots get new packets, and their headers are pointed
 	// at them, just before the next recvmmsg (refill), not as the batch
