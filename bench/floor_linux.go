@@ -7,11 +7,13 @@ package main
 // round trip, which sends one 64-byte datagram with write() on a connected
 // socket and takes it with recvfrom(). A RoCE ping-pong cannot make those
 // calls: each side sends its 96-byte WRITE packet and the 20-byte ACK of
-// the peer's as one segmented datagram (sendmmsg with a UDP_SEGMENT control
+// the peer's as one segmented datagram (sendmsg with a UDP_SEGMENT control
 // message) from its QP's source-port socket, connected to the peer (link/udp
 // follows the IPv4 Identification counter such a socket numbers its
-// datagrams with, which the ICRC covers), and receives with recvmmsg,
-// UDP_GRO on and an overflow buffer behind each packet's. "udpfloor
+// datagrams with, which the ICRC covers), and receives with recvmsg (link/udp
+// asks for one message a call in a ping-pong, and makes one message's
+// receives and sends with recvmsg and sendmsg), UDP_GRO on and an overflow
+// buffer behind each packet's. "udpfloor
 // -connect" makes exactly those calls with nothing else between them (from
 // one socket, which also receives), so its round trip is the least
 // softrdma's can be on this kernel: the table reports softrdma against it
@@ -42,13 +44,6 @@ const (
 	floorEnd   = 1 // the client's last datagram: the server stops
 )
 
-// floorMsg is the kernel's struct mmsghdr.
-type floorMsg struct {
-	hdr unix.Msghdr
-	n   uint32
-	_   [4]byte
-}
-
 // floorSock is one side's socket and its send and receive headers.
 type floorSock struct {
 	fd   int
@@ -56,15 +51,15 @@ type floorSock struct {
 	out  []byte
 	siov [2]unix.Iovec
 	scm  []byte
-	send floorMsg
-	end  floorMsg
+	send unix.Msghdr
+	end  unix.Msghdr
 	// receive: a packet buffer and an overflow buffer, a control buffer
 	// for UDP_GRO's segment size and a source address slot, as softrdma's
 	// receiver has for each message.
 	buf, over, ctrl []byte
 	riov            [2]unix.Iovec
 	name            unix.RawSockaddrInet6
-	rmsg            floorMsg
+	rmsg            unix.Msghdr
 }
 
 func newFloorSock(bind, peer netip.AddrPort, connect bool) (*floorSock, error) {
@@ -109,14 +104,14 @@ func newFloorSock(bind, peer netip.AddrPort, connect bool) (*floorSock, error) {
 	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
 	h.SetLen(unix.CmsgLen(2))
 	*(*uint16)(unsafe.Pointer(&s.scm[unix.CmsgLen(0)])) = floorWrite
-	s.send.hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.dst)), Namelen: unix.SizeofSockaddrInet4, Iov: &s.siov[0], Control: &s.scm[0]}
-	s.send.hdr.SetIovlen(2)
-	s.send.hdr.SetControllen(len(s.scm))
+	s.send = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.dst)), Namelen: unix.SizeofSockaddrInet4, Iov: &s.siov[0], Control: &s.scm[0]}
+	s.send.SetIovlen(2)
+	s.send.SetControllen(len(s.scm))
 	if connect {
-		s.send.hdr.Name, s.send.hdr.Namelen = nil, 0
+		s.send.Name, s.send.Namelen = nil, 0
 	}
-	s.end.hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.dst)), Namelen: unix.SizeofSockaddrInet4, Iov: &s.siov[0]}
-	s.end.hdr.SetIovlen(1)
+	s.end = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.dst)), Namelen: unix.SizeofSockaddrInet4, Iov: &s.siov[0]}
+	s.end.SetIovlen(1)
 	s.buf, s.over, s.ctrl = make([]byte, 4096+128), make([]byte, 65536), make([]byte, 64)
 	return s, nil
 }
@@ -126,25 +121,25 @@ func (s *floorSock) close() { unix.Close(s.fd) }
 // sendPair sends the WRITE and the ACK as one segmented datagram.
 func (s *floorSock) sendPair() error {
 	for {
-		_, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.send)), 1, 0, 0, 0)
+		_, _, e := unix.RawSyscall6(unix.SYS_SENDMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.send)), 0, 0, 0, 0)
 		switch e {
 		case 0:
 			return nil
 		case unix.EINTR, unix.EAGAIN:
 			continue
 		}
-		return fmt.Errorf("udpfloor: sendmmsg: %w", e)
+		return fmt.Errorf("udpfloor: sendmsg: %w", e)
 	}
 }
 
 // sendEnd tells the server to stop.
 func (s *floorSock) sendEnd() {
 	s.siov[0].SetLen(floorEnd)
-	unix.RawSyscall6(unix.SYS_SENDMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.end)), 1, 0, 0, 0)
+	unix.RawSyscall6(unix.SYS_SENDMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.end)), 0, 0, 0, 0)
 	s.siov[0].SetLen(floorWrite)
 }
 
-// recv spins on a non-blocking recvmmsg until a datagram comes and returns
+// recv spins on a non-blocking recvmsg until a datagram comes and returns
 // its length, or an error once idle has passed without one (the clock is
 // read every 4,096 empty polls).
 func (s *floorSock) recv(idle time.Duration) (int, error) {
@@ -154,15 +149,15 @@ func (s *floorSock) recv(idle time.Duration) (int, error) {
 		s.riov[0].SetLen(len(s.buf))
 		s.riov[1] = unix.Iovec{Base: &s.over[0]}
 		s.riov[1].SetLen(len(s.over))
-		s.rmsg.hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.name)), Namelen: unix.SizeofSockaddrInet6, Iov: &s.riov[0], Control: &s.ctrl[0]}
-		s.rmsg.hdr.SetIovlen(2)
-		s.rmsg.hdr.SetControllen(len(s.ctrl))
-		k, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.rmsg)), 1, unix.MSG_DONTWAIT, 0, 0)
+		s.rmsg = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.name)), Namelen: unix.SizeofSockaddrInet6, Iov: &s.riov[0], Control: &s.ctrl[0]}
+		s.rmsg.SetIovlen(2)
+		s.rmsg.SetControllen(len(s.ctrl))
+		k, _, e := unix.RawSyscall6(unix.SYS_RECVMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.rmsg)), unix.MSG_DONTWAIT, 0, 0, 0)
 		switch {
-		case e == 0 && k == 1:
-			return int(s.rmsg.n), nil
-		case e != 0 && e != unix.EAGAIN && e != unix.EINTR:
-			return 0, fmt.Errorf("udpfloor: recvmmsg: %w", e)
+		case e == 0:
+			return int(k), nil
+		case e != unix.EAGAIN && e != unix.EINTR:
+			return 0, fmt.Errorf("udpfloor: recvmsg: %w", e)
 		}
 		if i&4095 == 0 && time.Now().After(deadline) {
 			return 0, fmt.Errorf("%w for %v", errFloorIdle, idle)

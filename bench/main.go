@@ -547,7 +547,7 @@ func (b *bench) latency() {
 	if err != nil {
 		b.fail("UDP 64 B round trip, spin, softrdma's system calls", err, "")
 	} else {
-		b.row("UDP 64 B round trip, spin, softrdma's system calls (bench udpfloor -connect: a 96+20-byte GSO pair from a connected socket, recvmmsg with GRO)", "",
+		b.row("UDP 64 B round trip, spin, softrdma's system calls (bench udpfloor -connect: a 96+20-byte GSO pair by sendmsg from a connected socket, recvmsg with GRO)", "",
 			fmt.Sprintf("%.1f / %.1f / %.1f us", floor[0], floor[1], floor[2]), times(floor[0], ref["spin"][0])+" UDP spin median")
 	}
 	if unc, err := b.floor(); err != nil {
