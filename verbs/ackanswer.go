@@ -124,7 +124,7 @@ func (a *ackTimer) expire(timer bool) {
 	if timer {
 		a.armed = false
 	}
-	now := int64(time.Since(clockEpoch))
+	now := clockNow()
 	i := 0
 	for i < len(a.q) && a.q[i].due <= now {
 		i++

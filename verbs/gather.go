@@ -2,7 +2,6 @@ package verbs
 
 import (
 	"sync"
-	"time"
 
 	"github.com/softrdma/softrdma/link"
 )
@@ -39,11 +38,11 @@ type rxClock struct {
 	read bool
 }
 
-// now returns the chunk's time (QP.now's clock: negative inside a
-// synctest bubble, whose clock starts before clockEpoch).
+// now returns the chunk's time (clockNow's; a flag, not a zero value,
+// says it was read, since a synctest bubble's clock reads negative).
 func (c *rxClock) now() int64 {
 	if !c.read {
-		c.t, c.read = int64(time.Since(clockEpoch)), true
+		c.t, c.read = clockNow(), true
 	}
 	return c.t
 }

@@ -220,7 +220,11 @@ func (qp *QP) gate() requester.Gate {
 // now returns the device clock's time in nanoseconds, for the requester:
 // monotonic (a step of the wall clock moves no timer), and one clock read
 // where time.Now makes two.
-func (qp *QP) now() int64 { return int64(time.Since(clockEpoch)) }
+func (qp *QP) now() int64 { return clockNow() }
+
+// clockNow is the device clock's time: nanoseconds since clockEpoch
+// (negative inside a synctest bubble, whose clock starts before it).
+func clockNow() int64 { return int64(time.Since(clockEpoch)) }
 
 // clockEpoch is the zero of QP.now.
 var clockEpoch = time.Now()
