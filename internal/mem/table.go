@@ -279,19 +279,29 @@ func (t *Table) local(key wire.LKey, pd PD, va, n uint64, need Access) ([]byte, 
 
 // localLast is local with RemoteQPLast's kept region, for an L_Key.
 func (t *Table) localLast(last **MR, key wire.LKey, pd PD, va, n uint64, need Access) ([]byte, error) {
-	var mr *MR
-	if last != nil && *last != nil && (*last).LKey == key && (*last).win == nil && (*last).Valid() {
-		mr = *last
-	} else {
-		mr = t.get(uint32(key))
-	}
+	mr := t.lookupLast(last, uint32(key), false)
 	if mr == nil || !mr.Valid() || mr.win != nil {
 		return nil, ErrKey // a window's R_Key is no L_Key
 	}
-	if last != nil {
+	return mr.check(pd, va, n, need)
+}
+
+// lookupLast returns the region the table holds under key (an R_Key if
+// remote, else an L_Key): *last, if last is not nil and that region is
+// valid and holds key (see RemoteQPLast), else the table's, which it then
+// keeps in *last. The caller checks what it returns as any region.
+func (t *Table) lookupLast(last **MR, key uint32, remote bool) *MR {
+	if last == nil {
+		return t.get(key)
+	}
+	if mr := *last; mr != nil && mr.Valid() && (remote && uint32(mr.RKey) == key || !remote && mr.win == nil && uint32(mr.LKey) == key) {
+		return mr
+	}
+	mr := t.get(key)
+	if mr != nil {
 		*last = mr
 	}
-	return mr.check(pd, va, n, need)
+	return mr
 }
 
 // Remote checks a remote access (an RDMA READ, WRITE or atomic from a peer
@@ -332,17 +342,9 @@ func (t *Table) RemoteQPLast(last **MR, key wire.RKey, pd PD, qpn uint32, va uin
 		}
 		return nil, ErrBounds
 	}
-	var mr *MR
-	if last != nil && *last != nil && (*last).RKey == key && (*last).Valid() {
-		mr = *last
-	} else {
-		mr = t.get(uint32(key))
-	}
+	mr := t.lookupLast(last, uint32(key), true)
 	if mr == nil || mr.RKey != key || !mr.Valid() || mr.qpn != qpn && mr.win != nil && mr.win.Type == MWType2 {
 		return nil, ErrKey
-	}
-	if last != nil {
-		*last = mr
 	}
 	return mr.check(pd, va, uint64(n), need)
 }
