@@ -15,46 +15,29 @@ import (
 
 // connectSocket connects sk to dst.
 func connectSocket(sk *socket, dst netip.AddrPort) error {
-	rc, err := sk.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	cerr := rc.Control(func(fd uintptr) {
+	return withFD(sk.conn, func(fd int) error {
 		var sa unix.Sockaddr
 		if sk.is4 {
 			sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
 		} else {
 			sa = &unix.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
 		}
-		if serr = unix.Connect(int(fd), sa); serr != nil {
-			serr = fmt.Errorf("connect: %w", serr)
+		if err := unix.Connect(fd, sa); err != nil {
+			return fmt.Errorf("connect: %w", err)
 		}
+		return nil
 	})
-	if cerr != nil {
-		return cerr
-	}
-	return serr
 }
 
 // disconnectSocket dissolves sk's connection (connect with AF_UNSPEC).
 func disconnectSocket(sk *socket) error {
-	rc, err := sk.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	cerr := rc.Control(func(fd uintptr) {
+	return withFD(sk.conn, func(fd int) error {
 		sa := unix.RawSockaddr{Family: unix.AF_UNSPEC}
-		_, _, e := unix.Syscall(unix.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
-		if e != 0 {
-			serr = fmt.Errorf("connect AF_UNSPEC: %w", e)
+		if _, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa)); e != 0 {
+			return fmt.Errorf("connect AF_UNSPEC: %w", e)
 		}
+		return nil
 	})
-	if cerr != nil {
-		return cerr
-	}
-	return serr
 }
 
 // readBackWait bounds the wait for a timestamp to come back. On the
@@ -72,19 +55,12 @@ var readBackID = func(sk *socket) (uint16, error) { return readBack(sk, nil) }
 var readBackIDGSO = func(sk *socket) (uint16, error) { return readBack(sk, []byte{0, 0}) }
 
 func readBack(sk *socket, payload []byte) (uint16, error) {
-	rc, err := sk.conn.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
 	var id uint16
-	var rerr error
-	cerr := rc.Control(func(fd uintptr) {
-		id, rerr = readBackFD(int(fd), sk.local, payload)
+	err := withFD(sk.conn, func(fd int) (err error) {
+		id, err = readBackFD(fd, sk.local, payload)
+		return err
 	})
-	if cerr != nil {
-		return 0, cerr
-	}
-	return id, rerr
+	return id, err
 }
 
 func readBackFD(fd int, self netip.AddrPort, payload []byte) (uint16, error) {

@@ -18,16 +18,10 @@ const gsoMaxSegments = 64
 
 // probeGSO reports whether the socket takes UDP_SEGMENT.
 func probeGSO(c syscall.Conn) bool {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ok := false
-	rc.Control(func(fd uintptr) {
-		_, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT)
-		ok = err == nil
-	})
-	return ok
+	return withFD(c, func(fd int) error {
+		_, err := unix.GetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT)
+		return err
+	}) == nil
 }
 
 // gsoSpace is the room a UDP_SEGMENT control message takes.

@@ -115,15 +115,9 @@ func newReceiver(rc syscall.RawConn, pkts []*link.Packet, over []byte) *receiver
 // enableGRO asks the socket for coalesced receives and reports whether it
 // takes them.
 func enableGRO(c syscall.Conn) bool {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ok := false
-	rc.Control(func(fd uintptr) {
-		ok = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
-	})
-	return ok
+	return withFD(c, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1)
+	}) == nil
 }
 
 // recvmmsg is the RawConn.Read callback: it reads what the socket holds

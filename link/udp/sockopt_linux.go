@@ -16,6 +16,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// withFD runs f on c's descriptor, which stays open meanwhile, and returns
+// f's error, or the one met getting at the descriptor.
+func withFD(c syscall.Conn, f func(fd int) error) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
 // listenUDP binds a UDP socket at ap with the options RoCEv2 needs.
 func listenUDP(network string, ap netip.AddrPort, is4 bool, buf int, log *slog.Logger) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {

@@ -49,12 +49,8 @@ func epollMembers(t *testing.T) map[int]bool {
 // fdOf returns the descriptor of a socket.
 func fdOf(t *testing.T, sk *socket) int {
 	t.Helper()
-	rc, err := sk.conn.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	fd := -1
-	if err := rc.Control(func(f uintptr) { fd = int(f) }); err != nil {
+	if err := withFD(sk.conn, func(f int) error { fd = f; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return fd
