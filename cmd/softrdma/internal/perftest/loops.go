@@ -507,9 +507,25 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 // sendOne posts wr (one signaled WR) on the first QP and waits for its
 // completion; what names the operation in an error.
 func (s *side) sendOne(wr []verbs.SendWR, wc []verbs.WC, wd *watchdog, what string) error {
+	if err := s.postOne(wr); err != nil {
+		return err
+	}
+	return s.sentOne(wc, wd, what)
+}
+
+// postOne posts wr on the first QP. The latency loops call it and
+// sentOne apart, and do their own bookkeeping in between, while the
+// packets travel: a step's clock reading (and send_lat's receive posted
+// again) is then off the round trip's path.
+func (s *side) postOne(wr []verbs.SendWR) error {
 	if err := s.qps[0].PostSend(wr); err != nil {
 		return fmt.Errorf("%w: post send: %v", ErrTest, err)
 	}
+	return nil
+}
+
+// sentOne waits for the completion of the request postOne posted.
+func (s *side) sentOne(wc []verbs.WC, wd *watchdog, what string) error {
 	if err := pollOne(s.scq, wc, wd); err != nil {
 		return err
 	}
@@ -537,15 +553,17 @@ func pollOne(cq *verbs.CQ, wc []verbs.WC, wd *watchdog) error {
 // errStop ends a duration-mode latency loop at the end of the test.
 var errStop = errors.New("duration over")
 
-// lat is what a latency step gets: mark records the post time of the
-// current iteration, stop reports the end of a duration-mode run.
+// lat is what a latency step gets: mark records the time the current
+// iteration's post returned, stop reports the end of a duration-mode run.
 type lat struct {
 	mark func()
 	stop func() bool
 }
 
 // latLoop runs iteration or duration bookkeeping for the latency tests;
-// step performs one exchange and calls l.mark just before posting.
+// step performs one exchange and calls l.mark once its post has returned
+// (the gaps between posts are the round trips either way; after it, the
+// clock reading is not on the round trip's path).
 func (s *side) latLoop(size, rttFactor int, step func(n uint64, l *lat) error) (LatReport, error) {
 	c := s.cfg
 	if c.Duration == 0 {
@@ -592,8 +610,11 @@ func (s *side) runLatRDMA(ctx context.Context, size int) (LatReport, error) {
 	defer wd.stop()
 	return s.latLoop(size, 1, func(n uint64, l *lat) error {
 		wr[0].ID = n
+		if err := s.postOne(wr); err != nil {
+			return err
+		}
 		l.mark()
-		return s.sendOne(wr, wc, wd, s.cfg.Test.Verb.String())
+		return s.sentOne(wc, wd, s.cfg.Test.Verb.String())
 	})
 }
 
@@ -641,10 +662,13 @@ func (s *side) runLatWrite(ctx context.Context, size int) (LatReport, error) {
 				return err
 			}
 		}
-		l.mark()
 		s.buf[postOff] = byte(n + 1)
 		wr[0].ID = n
-		if err := s.sendOne(wr, wc, wd, "RDMA_Write"); err != nil {
+		if err := s.postOne(wr); err != nil {
+			return err
+		}
+		l.mark()
+		if err := s.sentOne(wc, wd, "RDMA_Write"); err != nil {
 			return err
 		}
 		return stopped
@@ -674,6 +698,20 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 	defer wd.stop()
 	client := !c.IsServer()
 	var rcnt uint64
+	// The receive a message used is posted again once the answer is
+	// posted, while it travels, unless it is the only one (-r 1): the
+	// peer's next message could then come before it.
+	repost := false
+	again := func() error {
+		if !repost {
+			return nil
+		}
+		repost = false
+		if err := s.postRecv(rs, 0, size); err != nil {
+			return fmt.Errorf("%w: post receive: %v", ErrTest, err)
+		}
+		return nil
+	}
 	recv := func(l *lat) error {
 		for s.rcq.Poll(wc[:1]) == 0 {
 			if l.stop() {
@@ -693,8 +731,9 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 		}
 		rcnt++
 		if c.Duration > 0 || rcnt+uint64(c.RxDepth) <= uint64(c.Iters) {
-			if err := s.postRecv(rs, 0, size); err != nil {
-				return fmt.Errorf("%w: post receive: %v", ErrTest, err)
+			repost = true
+			if c.RxDepth < 2 {
+				return again()
 			}
 		}
 		return nil
@@ -707,12 +746,15 @@ func (s *side) runLatSend(ctx context.Context, size int) (LatReport, error) {
 				return err
 			}
 		}
-		l.mark()
 		wr[0].ID = n
-		if err := s.sendOne(wr, wc, wd, "Send"); err != nil {
+		if err := s.postOne(wr); err != nil {
 			return err
 		}
-		return nil
+		l.mark()
+		if err := again(); err != nil {
+			return err
+		}
+		return s.sentOne(wc, wd, "Send")
 	})
 	if err != nil {
 		return r, err
