@@ -510,19 +510,10 @@ func (s *side) runBWServer(ctx context.Context, size int) (BWReport, error) {
 	return bwReport(size, int(total), t, c.Gbits), nil
 }
 
-// sendOne posts wr (one signaled WR) on the first QP and waits for its
-// completion; what names the operation in an error.
-func (s *side) sendOne(wr []verbs.SendWR, wc []verbs.WC, wd *watchdog, what string) error {
-	if err := s.postOne(wr); err != nil {
-		return err
-	}
-	return s.sentOne(wc, wd, what)
-}
-
-// postOne posts wr on the first QP. The latency loops call it and
-// sentOne apart, and do their own bookkeeping in between, while the
-// packets travel: a step's clock reading (and send_lat's receive posted
-// again) is then off the round trip's path.
+// postOne posts wr (one signaled WR) on the first QP; sentOne waits for its
+// completion. A latency step does its own bookkeeping between the two,
+// while the packets travel: its clock reading (and send_lat's receive
+// posted again) is then off the round trip's path.
 func (s *side) postOne(wr []verbs.SendWR) error {
 	if err := s.qps[0].PostSend(wr); err != nil {
 		return fmt.Errorf("%w: post send: %v", ErrTest, err)
@@ -530,7 +521,8 @@ func (s *side) postOne(wr []verbs.SendWR) error {
 	return nil
 }
 
-// sentOne waits for the completion of the request postOne posted.
+// sentOne waits for the completion of the request postOne posted; what
+// names the operation in an error.
 func (s *side) sentOne(wc []verbs.WC, wd *watchdog, what string) error {
 	if err := pollOne(s.scq, wc, wd); err != nil {
 		return err
