@@ -616,8 +616,8 @@ func (b *bench) floor(extra ...string) ([3]float64, error) {
 }
 
 // pairedLatency runs the raw round trip and softrdma's alternately,
-// b.pairs times, for the two P2 comparisons (busy polling: write_lat
-// against UDP spin; sleeping: send_lat -e against UDP block), and reports
+// b.pairs times, for the P2 comparisons (busy polling: write_lat and
+// send_lat against UDP spin; sleeping: send_lat -e against UDP block), and reports
 // the median and range of the ratios of the pairs' medians.
 func (b *bench) pairedLatency() {
 	if b.pairs <= 0 {
@@ -625,6 +625,7 @@ func (b *bench) pairedLatency() {
 	}
 	for i, c := range []struct{ name, raw, test, mode string }{
 		{"RC WRITE 64 B round trip, polling, and UDP spin", "spin", "write_lat", ""},
+		{"RC SEND 64 B round trip, polling, and UDP spin", "spin", "send_lat", ""},
 		{"RC SEND 64 B round trip, -e, and UDP block", "block", "send_lat", "-e"},
 	} {
 		name := fmt.Sprintf("%s, %d pairs run alternately", c.name, b.pairs)
