@@ -245,6 +245,11 @@ func TestAllSizesAndDuration(t *testing.T) {
 		{"send_bw -D 1", Config{Test: Tests["send_bw"], Duration: time.Second, Size: 1024}, 1},
 		{"write_lat -D 1", Config{Test: Tests["write_lat"], Duration: time.Second}, 1},
 		{"send_lat -D 1", Config{Test: Tests["send_lat"], Duration: time.Second}, 1},
+		// A used receive is posted again after the answer's post, or before
+		// it when it is the only one (-r 1); each is needed for every
+		// message past the first -r.
+		{"send_lat -r 1", Config{Test: Tests["send_lat"], Iters: 300, RxDepth: 1}, 1},
+		{"send_lat -r 2", Config{Test: Tests["send_lat"], Iters: 300, RxDepth: 2}, 1},
 		{"read_lat -D 1", Config{Test: Tests["read_lat"], Duration: time.Second}, 1},
 	}
 	for _, tc := range cases {
